@@ -1,0 +1,48 @@
+# One entry point for the project. `make book` and `make test` each create the
+# pinned environment (.venv) first if it is missing or out of date.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+LOWEST := .venv-lowest
+NBVAL := --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=120
+
+.PHONY: env book test test-pinned test-lowest notebooks bench clean
+
+env: $(VENV)/.stamp
+$(VENV)/.stamp: requirements.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	touch $@
+
+# The lowest versions pyproject.toml claims to support (tests/lowest.txt).
+$(LOWEST)/.stamp: tests/lowest.txt pyproject.toml
+	$(PYTHON) -m venv $(LOWEST)
+	$(LOWEST)/bin/python -m pip install --quiet --upgrade pip
+	$(LOWEST)/bin/python -m pip install --quiet -r tests/lowest.txt
+	touch $@
+
+# Build the HTML book into _build/html. Outputs are the stored ones that
+# `make test` checks with nbval; `make notebooks` regenerates them.
+book: env
+	$(VENV)/bin/jupyter-book build . -W -n --keep-going
+
+# Every test: unit, property, parity with Flax, hygiene, strict nbval over every
+# chapter, then the unit tests again on the lowest supported jax and flax.
+test: test-pinned test-lowest
+
+test-pinned: env
+	$(PY) -m pytest tests book $(NBVAL)
+
+test-lowest: $(LOWEST)/.stamp
+	$(LOWEST)/bin/python -m pytest tests -m "not pinned_env"
+
+# Re-execute every chapter in place, top to bottom, so stored outputs come from a real run.
+notebooks: env
+	$(PY) -m tests.execute_notebooks book
+
+bench: env
+	$(PY) -m benchmarks.run
+
+clean:
+	rm -rf _build $(VENV) $(LOWEST)
