@@ -1,0 +1,33 @@
+"""rnnlib: recurrent networks in pure JAX, number for number the same as flax.linen.
+
+The cells (``LSTMCell``, ``OptimizedLSTMCell``, ``GRUCell``, ``MGUCell``,
+``SimpleCell``, ``ConvLSTMCell``) follow FLIP 3099: each knows its ``features``,
+builds its own carry with ``initialize_carry(rng, input_shape)`` and reports
+``num_feature_axes``, which is all ``RNN`` needs to find the time axis of any
+input. ``Bidirectional`` composes two ``RNN``s; ``flip_sequences`` reverses padded
+sequences. Variables are plain dicts laid out exactly like flax.linen's.
+"""
+
+from rnnlib.bidirectional import Bidirectional
+from rnnlib.cell_base import RNNCellBase
+from rnnlib.conv_lstm import ConvLSTMCell
+from rnnlib.flip import flip_sequences
+from rnnlib.gru import GRUCell, MGUCell
+from rnnlib.lstm import LSTMCell, OptimizedLSTMCell
+from rnnlib.rnn import RNN
+from rnnlib.simple import SimpleCell
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "RNNCellBase",
+    "LSTMCell",
+    "OptimizedLSTMCell",
+    "GRUCell",
+    "MGUCell",
+    "SimpleCell",
+    "ConvLSTMCell",
+    "RNN",
+    "Bidirectional",
+    "flip_sequences",
+]

@@ -1,0 +1,134 @@
+"""``RNNCellBase``: what every recurrent cell provides, and the checks they share.
+
+A cell is one step of a recurrence, ``(carry, x) -> (carry, y)``. After FLIP 3099
+a cell carries its own metadata: ``initialize_carry(rng, input_shape)`` builds the
+carry from the shape of one step's input, and ``num_feature_axes`` says how many
+trailing axes of that input are features (1 for dense cells; ``len(signal) + 1``
+for a ConvLSTM over a ``signal`` of spatial dims). ``RNN`` needs nothing more to
+find the time axis of any input.
+
+Writing a cell means implementing:
+
+- ``initialize_carry(rng, input_shape)`` and ``num_feature_axes``;
+- ``create_params(key, input_shape)``: the parameter dict, laid out as in flax.linen;
+- ``prepare(params)``: the parameters rearranged for computation (default: as they are);
+- ``project_inputs(weights, inputs)``: the part of a step that does not depend on the
+  carry (default: none). ``RNN`` applies it to every time step in one batched call
+  before the loop, which is where most of an RNN's arithmetic can run at full speed;
+- ``step(weights, carry, projected)``: the rest of the step, returning ``(carry, y)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+from rnnlib.module import Module, check_params, describe
+
+Carry = Any
+
+
+class RNNCellBase(Module):
+    """Base class of recurrent cells: ``cell.apply(variables, carry, x) -> (carry, y)``.
+
+    ``init(key, carry, x)`` creates the parameters for inputs shaped like ``x``;
+    ``apply(variables, carry, x)`` runs one step. Both check their arguments and
+    raise a ``ValueError`` naming the expected and received shapes.
+    """
+
+    def initialize_carry(self, rng, input_shape: Sequence[int]) -> Carry:
+        """The initial carry for one step's input of shape ``input_shape``."""
+        raise NotImplementedError
+
+    @property
+    def num_feature_axes(self) -> int:
+        """How many trailing axes of one step's input are feature axes."""
+        raise NotImplementedError
+
+    def create_params(self, key, input_shape: Sequence[int]) -> dict:
+        """The parameter dict for one step's input of shape ``input_shape``."""
+        raise NotImplementedError
+
+    def prepare(self, params: dict) -> Any:
+        """Rearranges ``params`` for computation; ``RNN`` calls it once, outside the loop."""
+        return params
+
+    def project_inputs(self, weights, inputs):
+        """The carry-independent part of a step, applied to any leading axes at once."""
+        return inputs
+
+    def step(self, weights, carry: Carry, projected) -> tuple[Carry, Any]:
+        """One recurrence step on a projected input; returns ``(new_carry, output)``."""
+        raise NotImplementedError
+
+    # -- shape checks shared by cells and RNN -------------------------------------------
+
+    def check_input_shape(self, input_shape: Sequence[int], layout: str = "(*batch, *features)"):
+        """Raises if ``input_shape`` has fewer axes than this cell's feature axes."""
+        input_shape = tuple(input_shape)
+        if len(input_shape) < self.num_feature_axes:
+            raise ValueError(
+                f"{describe(self)} expects inputs shaped {self.feature_layout(layout)} "
+                f"({self.num_feature_axes} feature axes); got shape {input_shape}, which has "
+                f"only {len(input_shape)} axes."
+            )
+
+    def feature_layout(self, layout: str = "(*batch, *features)") -> str:
+        """``layout`` with ``*features`` spelled out for this cell, e.g. ``height, width, channels``."""
+        names = {
+            1: "features",
+            2: "length, channels",
+            3: "height, width, channels",
+            4: "depth, height, width, channels",
+        }
+        return layout.replace("*features", names.get(self.num_feature_axes, "*signal, channels"))
+
+    def check_variables(self, params: dict, input_shape: Sequence[int], path: str = "params"):
+        """Raises if ``params`` does not hold every parameter, at the right shape, that
+        this cell needs for inputs of ``input_shape``."""
+        expected = jax.eval_shape(lambda: self.create_params(jax.random.key(0), tuple(input_shape)))
+        check_params(self, params, expected, path)
+
+    def check_carry(self, carry: Carry, input_shape: Sequence[int], what: str = "carry"):
+        """Raises if ``carry`` differs in structure or shapes from ``initialize_carry``'s."""
+        expected = jax.eval_shape(lambda: self.initialize_carry(jax.random.key(0), tuple(input_shape)))
+        want_leaves, want_tree = jax.tree_util.tree_flatten(expected)
+        got_leaves, got_tree = jax.tree_util.tree_flatten(carry)
+        want_shapes = jax.tree_util.tree_unflatten(want_tree, [x.shape for x in want_leaves])
+        if got_tree != want_tree:
+            raise ValueError(
+                f"{describe(self)} expects the {what} to be structured like "
+                f"initialize_carry(rng, {tuple(input_shape)}), i.e. shapes {want_shapes}; "
+                f"got a {what} structured as {got_tree}."
+            )
+        got_shapes = [tuple(np.shape(x)) for x in got_leaves]
+        if got_shapes != [tuple(x.shape) for x in want_leaves]:
+            raise ValueError(
+                f"{describe(self)} expects the {what} for inputs of shape {tuple(input_shape)} to "
+                f"have shapes {want_shapes} (as initialize_carry gives); got "
+                f"{jax.tree_util.tree_unflatten(got_tree, got_shapes)}."
+            )
+
+    # -- Module hooks ---------------------------------------------------------------------
+
+    def _init(self, key, carry, inputs):
+        self.check_input_shape(np.shape(inputs))
+        return self.create_params(key, tuple(np.shape(inputs)))
+
+    def _call(self, params, carry, inputs):
+        shape = tuple(np.shape(inputs))
+        self.check_input_shape(shape)
+        self.check_variables(params, shape)
+        self.check_carry(carry, shape)
+        weights = self.prepare(params)
+        with jax.named_scope(type(self).__name__):
+            return self.step(weights, carry, self.project_inputs(weights, inputs))
+
+
+def check_features(cell, features) -> None:
+    """Raises unless ``features`` is a positive int."""
+    if isinstance(features, bool) or not isinstance(features, (int, np.integer)) or features < 1:
+        raise ValueError(f"{type(cell).__name__} needs features >= 1 (an int); got {features!r}.")

@@ -1,0 +1,120 @@
+"""The affine maps inside every cell: dense layers and channels-last convolutions.
+
+Parameters are created with the names and shapes flax.linen's ``Dense`` and
+``Conv`` use (``{'kernel': (in, out), 'bias': (out,)}`` and
+``{'kernel': (*kernel_size, in, out), 'bias': (out,)}``), and inputs are promoted
+to a common dtype the same way, so given the same parameters the numbers match.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+
+def dense_params(key, in_features: int, features: int, kernel_init, bias_init, param_dtype):
+    """``{'kernel': (in_features, features)}``, plus ``'bias': (features,)`` if ``bias_init``."""
+    kernel_key, bias_key = jax.random.split(key)
+    params = {"kernel": kernel_init(kernel_key, (in_features, features), param_dtype)}
+    if bias_init is not None:
+        params["bias"] = bias_init(bias_key, (features,), param_dtype)
+    return params
+
+
+def promote(*arrays, dtype=None):
+    """Casts ``arrays`` (``None`` entries pass through) to ``dtype``, or to their common
+    inexact dtype when ``dtype`` is None: integers are computed in float32."""
+    if dtype is None:
+        dtype = jnp.result_type(*[a for a in arrays if a is not None])
+        if not jnp.issubdtype(dtype, jnp.inexact):
+            dtype = jnp.promote_types(jnp.float32, dtype)
+    return [None if a is None else jnp.asarray(a, dtype) for a in arrays]
+
+
+def affine(x, kernel, bias=None, dtype=None):
+    """``x @ kernel + bias`` over the last axis of ``x``, in the promoted dtype."""
+    x, kernel, bias = promote(x, kernel, bias, dtype=dtype)
+    y = lax.dot_general(x, kernel, (((x.ndim - 1,), (0,)), ((), ())))
+    return y if bias is None else y + bias
+
+
+def fused(params: dict, names: Sequence[str]):
+    """Concatenates the kernels (and biases) of several dense layers along the output axis.
+
+    One ``(in, k * features)`` matmul computes ``k`` gates at once; the cells split the
+    result again with ``jnp.split``. Layers without a bias contribute zeros, so a fused
+    bias exists whenever any of them has one.
+    """
+    kernel = jnp.concatenate([params[n]["kernel"] for n in names], axis=-1)
+    if not any("bias" in params[n] for n in names):
+        return kernel, None
+    biases = []
+    for n in names:
+        layer = params[n]
+        bias = layer.get("bias")
+        biases.append(jnp.zeros(layer["kernel"].shape[-1:], layer["kernel"].dtype) if bias is None else bias)
+    return kernel, jnp.concatenate(biases, axis=-1)
+
+
+def conv_padding(padding, rank: int):
+    """Normalises ``padding`` to ``'SAME'``, ``'VALID'``, ``'CIRCULAR'``, ``'CAUSAL'`` or
+    ``rank`` ``(low, high)`` pairs; an int means the same padding on both sides."""
+    if isinstance(padding, str):
+        mode = padding.upper()
+        if mode not in ("SAME", "VALID", "CIRCULAR", "REFLECT", "CAUSAL"):
+            raise ValueError(
+                "padding must be 'SAME', 'VALID', 'CIRCULAR', 'REFLECT', 'CAUSAL', an int, or a "
+                f"sequence of {rank} ints or (low, high) pairs; got {padding!r}."
+            )
+        if mode == "CAUSAL" and rank != 1:
+            raise ValueError(f"padding='CAUSAL' is only defined for 1 spatial dim; got {rank}.")
+        return mode
+    if isinstance(padding, int):
+        return ((padding, padding),) * rank
+    if isinstance(padding, Sequence) and len(padding) == rank:
+        pairs = []
+        for p in padding:
+            if isinstance(p, int):
+                pairs.append((p, p))
+            elif isinstance(p, Sequence) and len(p) == 2:
+                pairs.append((int(p[0]), int(p[1])))
+            else:
+                break
+        if len(pairs) == rank:
+            return tuple(pairs)
+    raise ValueError(
+        f"padding must be a string, an int, or a sequence of {rank} ints or (low, high) "
+        f"pairs (one per spatial dim); got {padding!r}."
+    )
+
+
+def conv(x, kernel, bias, strides, padding, num_batch_dims: int, dtype=None):
+    """A channels-last convolution of ``x`` shaped ``(*batch, *signal, channels)``.
+
+    Any number of batch dims (including none) is flattened into one for
+    ``lax.conv_general_dilated`` and restored afterwards.
+    """
+    rank = kernel.ndim - 2
+    batch = x.shape[:num_batch_dims]
+    x = x.reshape((-1,) + x.shape[num_batch_dims:])
+    if padding in ("CIRCULAR", "REFLECT"):
+        pads = [(0, 0)] + [((k - 1) // 2, k // 2) for k in kernel.shape[:rank]] + [(0, 0)]
+        x = jnp.pad(x, pads, mode="wrap" if padding == "CIRCULAR" else "reflect")
+        padding = "VALID"
+    elif padding == "CAUSAL":
+        x = jnp.pad(x, [(0, 0), (kernel.shape[0] - 1, 0), (0, 0)])
+        padding = "VALID"
+    x, kernel, bias = promote(x, kernel, bias, dtype=dtype)
+    spatial = tuple(range(1, rank + 1))
+    numbers = lax.ConvDimensionNumbers(
+        lhs_spec=(0, rank + 1) + spatial,
+        rhs_spec=(rank + 1, rank) + tuple(range(rank)),
+        out_spec=(0, rank + 1) + spatial,
+    )
+    y = lax.conv_general_dilated(x, kernel, strides, padding, dimension_numbers=numbers)
+    if bias is not None:
+        y = y + bias
+    return y.reshape(batch + y.shape[1:])

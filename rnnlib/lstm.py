@@ -1,0 +1,130 @@
+"""Long short-term memory cells: ``LSTMCell`` and its alias ``OptimizedLSTMCell``."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from rnnlib.cell_base import RNNCellBase, check_features
+from rnnlib.linear import affine, dense_params, fused
+
+_INPUT = ("ii", "if", "ig", "io")
+_HIDDEN = ("hi", "hf", "hg", "ho")
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class LSTMCell(RNNCellBase):
+    r"""A long short-term memory cell; its carry is ``(c, h)`` and its output is ``h``.
+
+    .. math::
+
+        i &= \sigma(x W_{ii} + h W_{hi} + b_{hi}) \\
+        f &= \sigma(x W_{if} + h W_{hf} + b_{hf}) \\
+        g &= \tanh(x W_{ig} + h W_{hg} + b_{hg}) \\
+        o &= \sigma(x W_{io} + h W_{ho} + b_{ho}) \\
+        c' &= f \odot c + i \odot g \\
+        h' &= o \odot \tanh(c')
+
+    Example::
+
+        cell = LSTMCell(features=4)
+        x = jnp.ones((2, 3))                                 # (batch, in_features)
+        carry = cell.initialize_carry(jax.random.key(0), x.shape)  # ((2, 4), (2, 4))
+        variables = cell.init(jax.random.key(1), carry, x)
+        (c, h), y = cell.apply(variables, carry, x)          # y is h, shape (2, 4)
+
+    Arguments:
+        features: width of ``c``, ``h`` and the output.
+        gate_fn: squashing function of ``i``, ``f`` and ``o`` (default ``sigmoid``).
+        activation_fn: function applied to ``g`` and to ``c'`` (default ``tanh``).
+        kernel_init: initializer of the input kernels ``ii, if, ig, io``, each
+            ``(in_features, features)``.
+        recurrent_kernel_init: initializer of the hidden kernels ``hi, hf, hg, ho``,
+            each ``(features, features)``.
+        bias_init: initializer of the biases, which live on the hidden side, ``(features,)``.
+        dtype: dtype of the computation (default: promoted from inputs and parameters).
+        param_dtype: dtype of the parameters and of the initial carry.
+        carry_init: initializer of ``c`` and ``h``, each ``(*batch, features)``.
+
+    All four gates are computed by one fused matmul per side; the parameter tree
+    still holds the eight separate kernels Flax uses, so variables interchange.
+    """
+
+    features: int
+    gate_fn: Callable[..., Any] = jax.nn.sigmoid
+    activation_fn: Callable[..., Any] = jnp.tanh
+    kernel_init: Callable[..., Any] = jax.nn.initializers.lecun_normal()
+    recurrent_kernel_init: Callable[..., Any] = jax.nn.initializers.orthogonal()
+    bias_init: Callable[..., Any] = jax.nn.initializers.zeros
+    dtype: Any = None
+    param_dtype: Any = jnp.float32
+    carry_init: Callable[..., Any] = jax.nn.initializers.zeros
+
+    def __post_init__(self):
+        check_features(self, self.features)
+
+    @property
+    def num_feature_axes(self) -> int:
+        return 1
+
+    def initialize_carry(self, rng, input_shape):
+        """``(c, h)``, each ``(*batch, features)`` for ``input_shape = (*batch, in_features)``.
+
+        ``rng`` is split in two: one key for ``c``, one for ``h``.
+        """
+        shape = tuple(input_shape[:-1]) + (self.features,)
+        key_c, key_h = jax.random.split(rng)
+        return (
+            self.carry_init(key_c, shape, self.param_dtype),
+            self.carry_init(key_h, shape, self.param_dtype),
+        )
+
+    def create_params(self, key, input_shape):
+        in_features = input_shape[-1]
+        keys = jax.random.split(key, 8)
+        params = {}
+        for k, name in zip(keys[:4], _INPUT):
+            params[name] = dense_params(
+                k, in_features, self.features, self.kernel_init, None, self.param_dtype
+            )
+        for k, name in zip(keys[4:], _HIDDEN):
+            params[name] = dense_params(
+                k,
+                self.features,
+                self.features,
+                self.recurrent_kernel_init,
+                self.bias_init,
+                self.param_dtype,
+            )
+        return params
+
+    def prepare(self, params):
+        input_kernel, _ = fused(params, _INPUT)
+        hidden_kernel, hidden_bias = fused(params, _HIDDEN)
+        return {"input_kernel": input_kernel, "hidden_kernel": hidden_kernel, "bias": hidden_bias}
+
+    def project_inputs(self, weights, inputs):
+        return affine(inputs, weights["input_kernel"], dtype=self.dtype)
+
+    def step(self, weights, carry, projected):
+        c, h = carry
+        gates = projected + affine(h, weights["hidden_kernel"], weights["bias"], dtype=self.dtype)
+        i, f, g, o = jnp.split(gates, 4, axis=-1)
+        i, f, o = self.gate_fn(i), self.gate_fn(f), self.gate_fn(o)
+        c = f * c + i * self.activation_fn(g)
+        h = o * self.activation_fn(c)
+        return (c, h), h
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class OptimizedLSTMCell(LSTMCell):
+    """The same cell as ``LSTMCell``, with the same parameters and numbers.
+
+    In Flax this class concatenates the gate kernels for speed while ``LSTMCell``
+    runs eight separate matmuls. rnnlib's ``LSTMCell`` always fuses them, so the
+    two names are interchangeable; this one exists so Flax code ports unchanged.
+    """

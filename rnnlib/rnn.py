@@ -1,0 +1,214 @@
+"""``RNN``: a cell run over the time axis of a sequence with ``jax.lax.scan``."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rnnlib.cell_base import RNNCellBase
+from rnnlib.flip import flip_sequences
+from rnnlib.module import Module, check_params, describe
+
+
+def split_axes(cell: RNNCellBase, shape, time_major: bool, owner=None):
+    """Where the batch dims and the time axis of an input of ``shape`` are.
+
+    The cell owns its last ``cell.num_feature_axes`` axes; the axis just before them is
+    time (or axis 0 when ``time_major``), and everything else is batch::
+
+        time_major=False:  (*batch, time, *features)  ->  time_axis = ndim - (F + 1)
+        time_major=True:   (time, *batch, *features)  ->  time_axis = 0
+
+    Returns ``(batch_dims, time_axis)``; raises a ``ValueError`` when ``shape`` has
+    no room for a time axis.
+    """
+    shape = tuple(shape)
+    features = cell.num_feature_axes
+    if len(shape) < features + 1:
+        layout = "(time, *batch, *features)" if time_major else "(*batch, time, *features)"
+        axes = "axis" if features == 1 else "axes"
+        raise ValueError(
+            f"{describe(owner or cell)} expects inputs shaped {cell.feature_layout(layout)} "
+            f"({features} feature {axes} after the time axis); got shape {shape}, which has "
+            "no time axis."
+        )
+    if time_major:
+        return shape[1 : len(shape) - features], 0
+    time_axis = len(shape) - (features + 1)
+    return shape[:time_axis], time_axis
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class RNN(Module):
+    """Runs a cell over every step of a sequence; returns the stacked outputs.
+
+    The time axis is found from the cell's ``num_feature_axes``: inputs are
+    ``(*batch, time, *features)`` (or ``(time, *batch, *features)`` with
+    ``time_major``), with any number of batch dims, including none. Example::
+
+        rnn = RNN(LSTMCell(features=8))
+        x = jnp.ones((4, 10, 3))                      # (batch, time, features)
+        variables = rnn.init(jax.random.key(0), x)    # {'params': {'cell': {...}}}
+        y = rnn.apply(variables, x)                   # (4, 10, 8)
+        carry, y = rnn.apply(variables, x, return_carry=True,
+                             seq_lengths=jnp.array([10, 3, 7, 0]))
+
+    Arguments:
+        cell: the ``RNNCellBase`` applied at each step.
+        time_major: whether time is the first axis of inputs and outputs.
+        return_carry: also return the final carry, as ``(carry, outputs)``.
+        reverse: process the sequence from its last step to its first; outputs come
+            back in processing order unless ``keep_order``. With ``seq_lengths`` only the
+            valid steps are reversed (see ``flip_sequences``).
+        keep_order: with ``reverse``, flip the outputs back to the input's order.
+        unroll: steps per iteration of the underlying ``lax.scan`` loop.
+
+    Every field except ``cell`` and ``unroll`` can be overridden per call, and the call
+    also takes ``initial_carry`` (default: ``cell.initialize_carry(init_key, ...)``),
+    ``init_key`` (default ``jax.random.key(0)``) and ``seq_lengths``, ints shaped
+    ``(*batch)``. Outputs at padded steps are computed but meaningless; the carry
+    returned for each sequence is the one after its last valid step, and a sequence of
+    length 0 returns its initial carry.
+    """
+
+    cell: RNNCellBase
+    time_major: bool = False
+    return_carry: bool = False
+    reverse: bool = False
+    keep_order: bool = False
+    unroll: int = 1
+
+    def __post_init__(self):
+        if not isinstance(self.cell, RNNCellBase):
+            raise TypeError(f"RNN expects an RNNCellBase cell; got {type(self.cell).__name__}.")
+
+    def _init(self, key, inputs, *, time_major=None, **unused):
+        time_major = self.time_major if time_major is None else time_major
+        shape = tuple(np.shape(inputs))
+        _, time_axis = split_axes(self.cell, shape, time_major, owner=self)
+        step_shape = shape[:time_axis] + shape[time_axis + 1 :]
+        return {"cell": self.cell.create_params(key, step_shape)}
+
+    def _call(
+        self,
+        params,
+        inputs,
+        *,
+        initial_carry: Any = None,
+        init_key=None,
+        seq_lengths=None,
+        return_carry: bool | None = None,
+        time_major: bool | None = None,
+        reverse: bool | None = None,
+        keep_order: bool | None = None,
+    ):
+        return_carry = self.return_carry if return_carry is None else return_carry
+        time_major = self.time_major if time_major is None else time_major
+        reverse = self.reverse if reverse is None else reverse
+        keep_order = self.keep_order if keep_order is None else keep_order
+
+        inputs = jnp.asarray(inputs)
+        batch_dims, time_axis = split_axes(self.cell, inputs.shape, time_major, owner=self)
+        steps = inputs.shape[time_axis]
+        step_shape = inputs.shape[:time_axis] + inputs.shape[time_axis + 1 :]
+        expected = jax.eval_shape(lambda: self.cell.create_params(jax.random.key(0), step_shape))
+        check_params(self, params, {"cell": expected})
+        if seq_lengths is not None:
+            seq_lengths = _check_seq_lengths(self, seq_lengths, batch_dims, steps)
+
+        if reverse:
+            inputs = flip_sequences(inputs, seq_lengths, len(batch_dims), time_major)
+        if initial_carry is None:
+            key = jax.random.key(0) if init_key is None else init_key
+            carry = self.cell.initialize_carry(key, step_shape)
+        else:
+            self.cell.check_carry(initial_carry, step_shape, what="initial_carry")
+            carry = initial_carry
+
+        with jax.named_scope(f"RNN_{type(self.cell).__name__}"):
+            carry, outputs = _scan(
+                self.cell,
+                self.cell.prepare(params["cell"]),
+                carry,
+                jnp.moveaxis(inputs, time_axis, 0),
+                seq_lengths if return_carry else None,
+                self.unroll,
+            )
+        outputs = jnp.moveaxis(outputs, 0, time_axis)
+        if reverse and keep_order:
+            outputs = flip_sequences(outputs, seq_lengths, len(batch_dims), time_major)
+        return (carry, outputs) if return_carry else outputs
+
+
+def _scan(cell, weights, carry, inputs, seq_lengths, unroll):
+    """Runs ``cell`` over axis 0 of ``inputs``; returns ``(final_carry, outputs)``.
+
+    The input projection of every step is computed in one batched call before the
+    loop (``project_inputs``), so the loop body only holds the recurrent matmul and
+    the gate arithmetic. With ``seq_lengths`` the loop also keeps, per sequence, the
+    carry after its last valid step: an ``O(batch x features)`` select per step,
+    instead of stacking every step's carry and gathering afterwards.
+    """
+    projected = cell.project_inputs(weights, inputs)
+    carry = _promote_carry(cell, weights, carry, projected)
+
+    def body(state, step):
+        x, t = step
+        if seq_lengths is None:
+            return cell.step(weights, state, x)
+        running, kept = state
+        running, y = cell.step(weights, running, x)
+        valid = t < seq_lengths
+        kept = jax.tree_util.tree_map(lambda new, old: _where(valid, new, old), running, kept)
+        return (running, kept), y
+
+    state = carry if seq_lengths is None else (carry, carry)
+    times = jnp.arange(inputs.shape[0])
+    state, outputs = jax.lax.scan(body, state, (projected, times), unroll=unroll)
+    return (state if seq_lengths is None else state[1]), outputs
+
+
+def _where(valid, new, old):
+    valid = valid.reshape(valid.shape + (1,) * (new.ndim - valid.ndim))
+    return jnp.where(valid, new, old)
+
+
+def _promote_carry(cell, weights, carry, projected):
+    """Casts the initial carry to the dtype one step produces.
+
+    A float32 carry meeting complex inputs (or float32 inputs meeting a bfloat16
+    carry) comes out of a step promoted; ``lax.scan`` needs the carry's dtype fixed,
+    so it is promoted once, up front.
+    """
+    x = jax.ShapeDtypeStruct(projected.shape[1:], projected.dtype)
+    out = jax.eval_shape(lambda c, x: cell.step(weights, c, x)[0], carry, x)
+    return jax.tree_util.tree_map(
+        lambda c, o: jnp.asarray(c, jnp.promote_types(jnp.result_type(c), o.dtype)), carry, out
+    )
+
+
+def _check_seq_lengths(rnn, seq_lengths, batch_dims, steps):
+    seq_lengths = jnp.asarray(seq_lengths)
+    if seq_lengths.shape != tuple(batch_dims):
+        raise ValueError(
+            f"{describe(rnn)} expects seq_lengths shaped like the batch dims {tuple(batch_dims)}; "
+            f"got shape {seq_lengths.shape}."
+        )
+    if not jnp.issubdtype(seq_lengths.dtype, jnp.integer):
+        raise TypeError(f"seq_lengths must hold integers; got dtype {seq_lengths.dtype}.")
+    try:
+        concrete = np.asarray(seq_lengths)
+    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
+        return seq_lengths  # traced under jit: the values are checked by nobody
+    bad = (concrete < 0) | (concrete > steps)
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(
+            f"seq_lengths must lie in [0, {steps}] (the time axis has {steps} steps); "
+            f"seq_lengths{list(where)} is {int(concrete[where])}."
+        )
+    return seq_lengths
