@@ -8,6 +8,7 @@ input. ``Bidirectional`` composes two ``RNN``s; ``flip_sequences`` reverses padd
 sequences. Variables are plain dicts laid out exactly like flax.linen's.
 """
 
+from rnnlib.axis_roles import Layout, layout
 from rnnlib.bidirectional import Bidirectional
 from rnnlib.cell_base import RNNCellBase
 from rnnlib.conv_lstm import ConvLSTMCell
@@ -30,4 +31,6 @@ __all__ = [
     "RNN",
     "Bidirectional",
     "flip_sequences",
+    "layout",
+    "Layout",
 ]

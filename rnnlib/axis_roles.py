@@ -1,0 +1,175 @@
+"""``layout``: how a module reads the axes of an input shape, as data and as a picture.
+
+Every axis of an input plays one role: ``batch``, ``time``, ``signal`` (the spatial
+axes a ConvLSTM convolves over) or ``feature`` (the channels). The split is decided
+by one number, the cell's ``num_feature_axes``: the last ``num_feature_axes`` axes
+are ``(*signal, feature)``, the axis before them is time (for an ``RNN``), and the
+rest are batch. ``layout`` applies that rule and reports the result::
+
+    >>> layout(RNN(ConvLSTMCell(6, kernel_size=(3, 3))), (16, 10, 64, 64, 3))
+    Layout of RNN(cell=ConvLSTMCell(features=6, kernel_size=(3, 3))) on input (16, 10, 64, 64, 3)
+      axis 0  size 16  batch
+      axis 1  size 10  time
+      ...
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from rnnlib.bidirectional import Bidirectional
+from rnnlib.cell_base import RNNCellBase
+from rnnlib.module import describe
+from rnnlib.rnn import RNN, split_axes
+
+#: The colour of each role in ``Layout.plot`` (and in the book's figures).
+ROLE_COLORS = {
+    "batch": "#4C72B0",
+    "time": "#DD8452",
+    "signal": "#55A868",
+    "feature": "#C44E52",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """The role of every axis of ``input_shape`` for ``module``, and what comes out.
+
+    Attributes:
+        module: a short description of the module.
+        input_shape: the shape that was analysed.
+        roles: one of ``'batch'``, ``'time'``, ``'signal'``, ``'feature'`` per axis.
+        batch_dims: the sizes of the batch axes.
+        time_axis: the index of the time axis (``None`` for a lone cell).
+        signal_dims: the sizes of the signal axes (``()`` for dense cells).
+        feature_axes: the indices of the cell's feature axes, ``(*signal, channels)``.
+        features: the size of the last axis, the channels the cell reads.
+        carry_shapes: the shapes ``initialize_carry`` gives, with the carry's structure
+            (a pair for ``Bidirectional``: forward and backward).
+        output_shape: the shape of the module's output for this input.
+    """
+
+    module: str
+    input_shape: tuple[int, ...]
+    roles: tuple[str, ...]
+    batch_dims: tuple[int, ...]
+    time_axis: int | None
+    signal_dims: tuple[int, ...]
+    feature_axes: tuple[int, ...]
+    features: int
+    carry_shapes: Any
+    output_shape: tuple[int, ...]
+
+    @property
+    def num_feature_axes(self) -> int:
+        return len(self.feature_axes)
+
+    def __repr__(self) -> str:
+        width = max(len(str(n)) for n in self.input_shape)
+        lines = [f"Layout of {self.module} on input {self.input_shape}"]
+        for axis, (size, role) in enumerate(zip(self.input_shape, self.roles)):
+            lines.append(f"  axis {axis}  size {size:>{width}}  {role}")
+        lines.append(
+            f"  batch_dims={self.batch_dims}  time_axis={self.time_axis}  "
+            f"signal_dims={self.signal_dims}  features={self.features}"
+        )
+        lines.append(f"  carry shapes: {self.carry_shapes}")
+        lines.append(f"  output shape: {self.output_shape}")
+        return "\n".join(lines)
+
+    def plot(self, ax=None, title: str | None = None):
+        """Draws the input's axes as a row of boxes coloured by role; returns the axes."""
+        import matplotlib.pyplot as plt
+        from matplotlib.patches import Patch, Rectangle
+
+        if ax is None:
+            _, ax = plt.subplots(figsize=(1.3 * len(self.input_shape) + 1.5, 1.6))
+        for axis, (size, role) in enumerate(zip(self.input_shape, self.roles)):
+            ax.add_patch(Rectangle((axis, 0), 0.92, 1, color=ROLE_COLORS[role], alpha=0.85))
+            ax.text(axis + 0.46, 0.62, str(size), ha="center", va="center", color="white",
+                    fontsize=13, fontweight="bold")
+            ax.text(axis + 0.46, 0.25, role, ha="center", va="center", color="white", fontsize=9)
+            ax.text(axis + 0.46, -0.18, f"axis {axis}", ha="center", va="center", fontsize=8)
+        ax.set_xlim(-0.1, len(self.input_shape))
+        ax.set_ylim(-0.4, 1.1)
+        ax.axis("off")
+        used = [r for r in ROLE_COLORS if r in self.roles]
+        ax.legend(handles=[Patch(color=ROLE_COLORS[r], label=r) for r in used],
+                  loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
+        ax.set_title(title or f"{self.module}\ninput {self.input_shape}", fontsize=9)
+        return ax
+
+
+def layout(module, input_shape, *, time_major: bool = False) -> Layout:
+    """Splits ``input_shape`` into batch, time, signal and feature axes for ``module``.
+
+    Arguments:
+        module: a cell (``input_shape`` is one step's input, ``(*batch, *features)``),
+            an ``RNN`` or a ``Bidirectional`` (``input_shape`` is a whole sequence).
+        input_shape: the shape to analyse.
+        time_major: for an ``RNN``/``Bidirectional``, whether time is axis 0.
+
+    Raises the same ``ValueError`` as the module itself when the shape cannot fit it.
+    """
+    input_shape = tuple(int(n) for n in input_shape)
+    if isinstance(module, RNNCellBase):
+        if time_major:
+            raise ValueError("time_major only applies to an RNN or Bidirectional; a cell "
+                             "reads one step, which has no time axis.")
+        cell, time_axis = module, None
+        module.check_input_shape(input_shape)
+        step_shape = input_shape
+    elif isinstance(module, (RNN, Bidirectional)):
+        cell = module.cell if isinstance(module, RNN) else module.forward_rnn.cell
+        _, time_axis = split_axes(cell, input_shape, time_major, owner=module)
+        step_shape = input_shape[:time_axis] + input_shape[time_axis + 1 :]
+    else:
+        raise TypeError(
+            "layout expects a cell, an RNN or a Bidirectional; "
+            f"got {type(module).__name__}."
+        )
+
+    n_features = cell.num_feature_axes
+    roles = ["batch"] * len(input_shape)
+    if time_axis is not None:
+        roles[time_axis] = "time"
+    first_feature = len(input_shape) - n_features
+    for axis in range(first_feature, len(input_shape) - 1):
+        roles[axis] = "signal"
+    roles[-1] = "feature"
+
+    key = jax.random.key(0)
+    carry = _shapes(jax.eval_shape(lambda: cell.initialize_carry(key, step_shape)))
+    if isinstance(module, Bidirectional):
+        backward = module.backward_rnn.cell
+        carry = (carry, _shapes(jax.eval_shape(lambda: backward.initialize_carry(key, step_shape))))
+    x = jnp.zeros(input_shape)
+    if isinstance(module, RNNCellBase):
+        def run():
+            c = cell.initialize_carry(key, step_shape)
+            return module.init_with_output(key, c, x)[0][1]
+    else:
+        def run():
+            return module.init_with_output(key, x, time_major=time_major)[0]
+    output_shape = tuple(jax.eval_shape(run).shape)
+
+    return Layout(
+        module=describe(module),
+        input_shape=input_shape,
+        roles=tuple(roles),
+        batch_dims=tuple(n for n, r in zip(input_shape, roles) if r == "batch"),
+        time_axis=time_axis,
+        signal_dims=input_shape[first_feature:-1],
+        feature_axes=tuple(range(first_feature, len(input_shape))),
+        features=input_shape[-1],
+        carry_shapes=carry,
+        output_shape=output_shape,
+    )
+
+
+def _shapes(tree):
+    return jax.tree_util.tree_map(lambda x: tuple(x.shape), tree)
