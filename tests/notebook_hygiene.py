@@ -205,7 +205,7 @@ def check_notebook(path: Path | str, root: Path = REPO_ROOT) -> list[str]:
     repo = load_repository(root)
     code_cells = [c for c in cells if c.get("cell_type") == "code" and _source(c).strip()]
     setup = code_cells[0] if code_cells else None
-    if setup is None or "google.colab" not in _source(setup):
+    if setup is None or not re.search(r"google\.colab|\bpip\b", _source(setup)):
         problems.append(
             "the Colab setup cell is missing: the first code cell must be the one that "
             "tests.notebook_hygiene.setup_cell_source() returns"
@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     checked = 0
     for notebook in find_notebooks(paths):
         checked += 1
-        problems = check_notebook(notebook)
+        problems = check_notebook(notebook, REPO_ROOT)
         if problems:
             failed += 1
             print(f"{notebook}:")
