@@ -387,8 +387,11 @@ def _removal_edits(src: _Source, call: ast.Call, remove: list) -> list | None:
             start, end = spans[i][0], spans[j + 1][0]
         else:
             start, end = spans[i][0], spans[j][1]
-        gaps = [src.text[spans[k][1] : spans[k + 1][0]] for k in range(max(i - 1, 0), j + 1)
-                if k + 1 < len(spans)]
+        gaps = [
+            src.text[spans[k][1] : spans[k + 1][0]]
+            for k in range(max(i - 1, 0), j + 1)
+            if k + 1 < len(spans)
+        ]
         if any("#" in gap or "\\" in gap for gap in gaps):
             return None
         edits.append((start, end, ""))
@@ -482,8 +485,16 @@ class _Checker:
 
     def _add(self, node, code, message, suggestion, *, edits=None, reason=None) -> Finding:
         finding = Finding(
-            self.path, self.cell, node.lineno, self.src.column(node), code, message,
-            suggestion, fixable=reason is None, reason=reason, edits=edits or [],
+            self.path,
+            self.cell,
+            node.lineno,
+            self.src.column(node),
+            code,
+            message,
+            suggestion,
+            fixable=reason is None,
+            reason=reason,
+            edits=edits or [],
         )
         self.findings.append(finding)
         return finding
@@ -517,7 +528,9 @@ class _Checker:
         args = self._old_args(call)
         if args is None or "size" not in args or "batch_dims" not in args:
             return self._add(
-                call, "MIG001", message,
+                call,
+                "MIG001",
+                message,
                 f"{new_spelled}(features=<features>).initialize_carry(rng, <input shape>)",
                 reason="the call does not have the old (rng, batch_dims, size) arguments",
             )
@@ -526,8 +539,9 @@ class _Checker:
         rng_src = seg(rng) if rng is not None else "rng"
         init_part = f", carry_init={seg(init)}" if init is not None else ""
         if name in _CONV_CELLS:
-            return self._conv_suggestion(call, message, new_spelled, rng_src, batch, size,
-                                         init_part)
+            return self._conv_suggestion(
+                call, message, new_spelled, rng_src, batch, size, init_part
+            )
         suggestion = (
             f"{new_spelled}(features={seg(size)}{init_part}).initialize_carry("
             f"{rng_src}, {_with_placeholder(self.src, batch, '<input features>')})"
@@ -586,8 +600,7 @@ class _Checker:
         batch_kw = _keyword(call, "batch_dims")
         shape = _with_placeholder(self.src, batch, "1")
         if batch_kw is not None:
-            edits.append((self.src.start(batch_kw), self.src.end(batch_kw),
-                          f"input_shape={shape}"))
+            edits.append((self.src.start(batch_kw), self.src.end(batch_kw), f"input_shape={shape}"))
         else:
             spans = _arg_spans(self.src, call)
             if spans is None:
@@ -623,7 +636,10 @@ class _Checker:
             f".initialize_carry({rng_src}, {shape})"
         )
         return self._add(
-            call, "MIG001", message, suggestion,
+            call,
+            "MIG001",
+            message,
+            suggestion,
             reason=(
                 "a ConvLSTM carry now takes its signal dims from the input shape and needs the "
                 "cell's kernel_size, which this call does not show; check both against the "
@@ -651,8 +667,9 @@ class _Checker:
             message += " (and reads a second positional argument as time_major)"
         cell_call = cell if isinstance(cell, ast.Call) else None
         cell_info = self.names.cell_class(cell_call.func) if cell_call else None
-        featureless = cell_info and cell_info[1] in _FEATURELESS_CELLS and _lacks_features(
-            cell_call)
+        featureless = (
+            cell_info and cell_info[1] in _FEATURELESS_CELLS and _lacks_features(cell_call)
+        )
         if cell_call is not None and cell_info:
             cell_text = self._cell_with_features(cell_call, seg(size), featureless)
         else:
@@ -700,8 +717,9 @@ class _Checker:
                     more = ", " if cell_call.keywords else ""
                     hint = "<hidden size>" if reason else seg(size)
                     insert = [(paren + 1, paren + 1, f"features={hint}{more}")]
-            suggestion = _one_line(_apply(self.src.text, insert + removal,
-                                          self.src.start(call), self.src.end(call)))
+            suggestion = _one_line(
+                _apply(self.src.text, insert + removal, self.src.start(call), self.src.end(call))
+            )
             if cell_call is None or cell_info is None:
                 suggestion += f"  # with the cell built with features={seg(size)}"
             if reason is None:
@@ -744,7 +762,9 @@ class _Checker:
             size = _keyword(parent, "cell_size")
             size = size.value if size is not None else parent.args[1]
             finding = self._add(
-                call, "MIG003", message,
+                call,
+                "MIG003",
+                message,
                 self._cell_with_features(call, self.src.segment(size), True)
                 + f"  # fixed together with the RNN at line {partner.line}",
             )
@@ -758,16 +778,22 @@ class _Checker:
             reason = f"the width of the scanned {name} is not written here"
         else:
             reason = "the width of the carry is not written in this call"
-        self._add(call, "MIG003", message,
-                  self._cell_with_features(call, "<hidden size>", True), reason=reason)
+        self._add(
+            call,
+            "MIG003",
+            message,
+            self._cell_with_features(call, "<hidden size>", True),
+            reason=reason,
+        )
 
     # MIG004 ---------------------------------------------------------------------------
     def _scan_idiom(self, cls: ast.ClassDef):
         carry_def = None
         for stmt in cls.body:
             if isinstance(stmt, ast.FunctionDef) and stmt.name == "initialize_carry":
-                decorators = {self.names.qualname(d) or getattr(d, "id", "")
-                              for d in stmt.decorator_list}
+                decorators = {
+                    self.names.qualname(d) or getattr(d, "id", "") for d in stmt.decorator_list
+                }
                 if decorators & {"staticmethod", "classmethod"}:
                     carry_def = stmt
         if carry_def is None:
@@ -792,9 +818,14 @@ class _Checker:
             f"nn.{cell_name}(features=<hidden size>).initialize_carry(key, x[:, 0].shape) "
             f"on a configured cell"
         )
-        self._add(cls, "MIG004", message, suggestion,
-                  reason="replacing the scan wrapper with nn.RNN changes the module's "
-                         "structure and its parameter names; do it by hand")
+        self._add(
+            cls,
+            "MIG004",
+            message,
+            suggestion,
+            reason="replacing the scan wrapper with nn.RNN changes the module's "
+            "structure and its parameter names; do it by hand",
+        )
 
     def _find_scan(self, cls: ast.ClassDef):
         for node in ast.walk(cls):
@@ -816,8 +847,11 @@ class _Checker:
                         if isinstance(inner, ast.Call):
                             cell = self.names.cell_class(inner.func)
                             if cell:
-                                return cell[1], dec, getattr(_keyword(dec, "in_axes"), "value",
-                                                             None)
+                                return (
+                                    cell[1],
+                                    dec,
+                                    getattr(_keyword(dec, "in_axes"), "value", None),
+                                )
         return None
 
 
@@ -919,13 +953,21 @@ def _read_notebook(path: str, errors: list):
         errors.append(Error(path, f"cannot read: {exc}"))
         return None
     except json.JSONDecodeError as exc:
-        errors.append(Error(path, f"not a valid notebook: invalid JSON ({exc.msg})", None,
-                            exc.lineno, exc.colno))
+        errors.append(
+            Error(
+                path, f"not a valid notebook: invalid JSON ({exc.msg})", None, exc.lineno, exc.colno
+            )
+        )
         return None
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
-        got = "nbformat 3 worksheets" if isinstance(data, dict) and "worksheets" in data else (
-            "no 'cells' list")
-        errors.append(Error(path, f"not an nbformat 4 notebook: expected a 'cells' list, got {got}"))
+        got = (
+            "nbformat 3 worksheets"
+            if isinstance(data, dict) and "worksheets" in data
+            else ("no 'cells' list")
+        )
+        errors.append(
+            Error(path, f"not an nbformat 4 notebook: expected a 'cells' list, got {got}")
+        )
         return None
     language = data.get("metadata", {}).get("language_info", {}).get("name", "python")
     if language != "python":
@@ -949,8 +991,7 @@ def _read_notebook(path: str, errors: list):
             try:
                 tree = _parse(parse_text)
             except SyntaxError as exc:
-                errors.append(Error(path, f"{_CELL_ERR}: {exc.msg}", index, exc.lineno,
-                                    exc.offset))
+                errors.append(Error(path, f"{_CELL_ERR}: {exc.msg}", index, exc.lineno, exc.offset))
                 failed = True
                 continue
             except ValueError as exc:
@@ -999,8 +1040,9 @@ def _json_style(text: str, data):
     return None
 
 
-def _fix_unit(unit: _Unit, findings: list[Finding], names: _Names, path: str,
-              errors: list) -> str | None:
+def _fix_unit(
+    unit: _Unit, findings: list[Finding], names: _Names, path: str, errors: list
+) -> str | None:
     """The unit's new text with every fixable finding applied, or None when nothing changed."""
     taken = []
     for finding in findings:
@@ -1036,8 +1078,9 @@ def _fix_unit(unit: _Unit, findings: list[Finding], names: _Names, path: str,
             if finding.fixed:
                 finding.fixed, finding.fixable = False, False
                 finding.reason = "the rewritten code did not check out; left untouched"
-        errors.append(Error(path, "internal check of the rewrite failed; file left untouched",
-                            unit.cell))
+        errors.append(
+            Error(path, "internal check of the rewrite failed; file left untouched", unit.cell)
+        )
         return None
     return new_text
 
@@ -1063,8 +1106,10 @@ def _fix_file(path: str, doc: dict, findings: list[Finding], errors: list) -> bo
             for finding in findings:
                 if finding.fixable:
                     finding.fixable = False
-                    finding.reason = ("the notebook's JSON layout cannot be reproduced byte for "
-                                      "byte; fix it by hand or re-save it with Jupyter first")
+                    finding.reason = (
+                        "the notebook's JSON layout cannot be reproduced byte for "
+                        "byte; fix it by hand or re-save it with Jupyter first"
+                    )
             return False
     new_texts = {}
     names = _Names([unit.tree for unit in doc["units"]])

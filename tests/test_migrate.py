@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import flax.linen as nn
+import jax
 import numpy as np
 import pytest
 
@@ -118,8 +120,12 @@ def run_program(path, tmp_path):
         script.write_text("\n".join(code_cells(path).values()) + "\n", encoding="utf-8")
         path = script
     return subprocess.run(
-        [sys.executable, str(path)], capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
-        cwd=tmp_path, env={**os.environ, "JAX_PLATFORMS": "cpu"},
+        [sys.executable, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+        cwd=tmp_path,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
     )
 
 
@@ -155,13 +161,26 @@ def test_notebook_findings_are_located_by_cell_number_and_line_within_the_cell(c
 def test_json_output_lists_findings_and_errors_with_the_documented_fields():
     proc = subprocess.run(
         [sys.executable, "-m", "rnnlib.migrate", "tests/migrate_corpus", "--format", "json"],
-        cwd=REPO, capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
     )
     assert proc.returncode == 1, proc.stderr
     report = json.loads(proc.stdout)
     assert set(report) == {"findings", "errors", "fixed_files", "fully_fixed_files"}
-    fields = {"path", "cell", "line", "col", "code", "message", "suggestion", "fixable",
-              "reason", "fixed"}
+    fields = {
+        "path",
+        "cell",
+        "line",
+        "col",
+        "code",
+        "message",
+        "suggestion",
+        "fixable",
+        "reason",
+        "fixed",
+    }
     assert len(report["findings"]) == sum(len(v) for v in EXPECTED.values())
     for finding in report["findings"]:
         assert set(finding) == fields
@@ -208,8 +227,9 @@ def test_directory_scan_recurses_and_skips_hidden_directories(tmp_path, capsys):
         ("from rnnlib.legacy import OptimizedLSTMCell", "OptimizedLSTMCell"),
     ],
 )
-def test_static_initialize_carry_is_found_for_every_import_spelling(imports, owner, tmp_path,
-                                                                     capsys):
+def test_static_initialize_carry_is_found_for_every_import_spelling(
+    imports, owner, tmp_path, capsys
+):
     source = f"{imports}\ncarry = {owner}.initialize_carry(rng, (16,), 64)\n"
     code, findings = scan_snippet(tmp_path, capsys, source)
     line, col = locate(source, f"{owner}.initialize_carry")
@@ -222,17 +242,28 @@ def test_static_initialize_carry_is_found_for_every_import_spelling(imports, own
     "source",
     [
         "import flax.linen as nn\ncarry = nn.LSTMCell(features=4).initialize_carry(rng, x.shape)\n",
-        "import flax.linen as nn\ncell = nn.GRUCell(features=4)\nh = cell.initialize_carry(rng, s)\n",
+        "import flax.linen as nn\ncell = nn.GRUCell(features=4)\n"
+        "h = cell.initialize_carry(rng, s)\n",
         "import flax.linen as nn\nh = self.cell.initialize_carry(rng, s)\n",
         "import flax.linen as nn\nlstm = nn.RNN(nn.LSTMCell(64), return_carry=True)\n",
         "import flax.linen as nn\nlstm = nn.RNN(nn.LSTMCell(features=64))\n",
-        "import torch.nn as nn\ncell = nn.LSTMCell()\nh = nn.LSTMCell.initialize_carry(r, (1,), 2)\n",
+        "import torch.nn as nn\ncell = nn.LSTMCell()\n"
+        "h = nn.LSTMCell.initialize_carry(r, (1,), 2)\n",
         "class LSTMCell:\n    pass\n\ncell = LSTMCell()\n",
         "import flax.linen as nn\nconv = nn.ConvLSTMCell(features=4, kernel_size=(3, 3))\n",
         "import flax.linen as nn\nScan = nn.scan(nn.LSTMCell, variable_broadcast='params')\n",
     ],
-    ids=["instance-call", "instance-variable", "attribute", "positional-features",
-         "keyword-features", "torch-nn", "own-class", "convlstm-with-features", "bare-scan"],
+    ids=[
+        "instance-call",
+        "instance-variable",
+        "attribute",
+        "positional-features",
+        "keyword-features",
+        "torch-nn",
+        "own-class",
+        "convlstm-with-features",
+        "bare-scan",
+    ],
 )
 def test_current_api_and_non_flax_code_is_not_reported(source, tmp_path, capsys):
     code, findings = scan_snippet(tmp_path, capsys, source)
@@ -240,8 +271,7 @@ def test_current_api_and_non_flax_code_is_not_reported(source, tmp_path, capsys)
 
 
 @pytest.mark.parametrize("cell", ["LSTMCell", "GRUCell", "OptimizedLSTMCell"])
-def test_cell_built_without_features_is_reported_and_not_fixable_on_its_own(cell, tmp_path,
-                                                                           capsys):
+def test_cell_built_without_features_is_reported_and_not_fixable_on_its_own(cell, tmp_path, capsys):
     source = f"import flax.linen as nn\nc = nn.{cell}(name='rnn')\n"
     code, findings = scan_snippet(tmp_path, capsys, source)
     assert [(f["code"], f["line"], f["col"], f["fixable"]) for f in findings] == [
@@ -258,7 +288,7 @@ def test_positional_cell_size_is_reported_because_it_would_now_be_time_major(tmp
     assert findings[0]["suggestion"] == "nn.RNN(nn.GRUCell(features=32))"
 
 
-SST2_STYLE = '''import functools
+SST2_STYLE = """import functools
 
 import jax
 import flax.linen as nn
@@ -280,7 +310,7 @@ class SimpleLSTM(nn.Module):
     def initialize_carry(batch_dims, hidden_size):
         return nn.OptimizedLSTMCell.initialize_carry(
             jax.random.PRNGKey(0), batch_dims, hidden_size)
-'''
+"""
 
 
 def test_scan_decorator_idiom_with_static_initialize_carry_is_reported(tmp_path, capsys):
@@ -321,8 +351,9 @@ def test_exit_code_is_one_when_old_api_is_found(capsys):
         ("latin.py", None, "cannot read"),
     ],
 )
-def test_unreadable_input_exits_2_and_the_other_files_are_still_scanned(name, content, message,
-                                                                        tmp_path, capsys):
+def test_unreadable_input_exits_2_and_the_other_files_are_still_scanned(
+    name, content, message, tmp_path, capsys
+):
     bad = tmp_path / name
     if content is None:
         bad.write_bytes(b"x = '\xe9'\n")  # Latin-1 bytes without a coding declaration
@@ -417,7 +448,7 @@ def test_fix_lists_what_it_could_not_fix_and_why(tmp_path, capsys):
     assert "not automatic:" in report and "kernel_size" in report.split("\n", 3)[2]
     # The ConvLSTM RNN's cell_size was dropped; the static ConvLSTM call is untouched.
     text = conv.read_text()
-    code_part = text[text.index("\nimport "):]
+    code_part = text[text.index("\nimport ") :]
     assert "cell_size" not in code_part and "nn.ConvLSTMCell.initialize_carry(" in code_part
     unfixed = [f["code"] for f in run_json([corpus], capsys)[1]["findings"]]
     assert sorted(unfixed) == ["MIG001", "MIG003", "MIG004"]
@@ -426,25 +457,43 @@ def test_fix_lists_what_it_could_not_fix_and_why(tmp_path, capsys):
 @pytest.mark.parametrize(
     "source, reason_part",
     [
-        ("from rnnlib import legacy\nc = legacy.LSTMCell.initialize_carry(k, (2,), 3)\n",
-         "rnnlib.legacy"),
-        ("import flax.linen as nn\nc = nn.LSTMCell.initialize_carry(k, (2,), 3, lambda k, s: s)\n",
-         "dtype"),
-        ("import flax.linen as nn\nc = nn.GRUCell.initialize_carry(k, (2,), (3,))\n",
-         "not an int"),
-        ("import flax.linen as nn\nc = nn.GRUCell.initialize_carry(k, x.shape)\n",
-         "old (rng, batch_dims, size)"),
-        ("import flax.linen as nn\nc = nn.GRUCell.initialize_carry(*args)\n",
-         "old (rng, batch_dims, size)"),
+        (
+            "from rnnlib import legacy\nc = legacy.LSTMCell.initialize_carry(k, (2,), 3)\n",
+            "rnnlib.legacy",
+        ),
+        (
+            "import flax.linen as nn\n"
+            "c = nn.LSTMCell.initialize_carry(k, (2,), 3, lambda k, s: s)\n",
+            "dtype",
+        ),
+        ("import flax.linen as nn\nc = nn.GRUCell.initialize_carry(k, (2,), (3,))\n", "not an int"),
+        (
+            "import flax.linen as nn\nc = nn.GRUCell.initialize_carry(k, x.shape)\n",
+            "old (rng, batch_dims, size)",
+        ),
+        (
+            "import flax.linen as nn\nc = nn.GRUCell.initialize_carry(*args)\n",
+            "old (rng, batch_dims, size)",
+        ),
         ("import flax.linen as nn\nr = nn.RNN(cell, cell_size=8)\n", "built elsewhere"),
         ("import flax.linen as nn\nr = nn.RNN(nn.LSTMCell(), 8, True)\n", "positional"),
-        ("import flax.linen as nn\nr = nn.RNN(nn.LSTMCell(features=4), cell_size=8)\n",
-         "agrees"),
-        ("import flax.linen as nn\nr = nn.RNN(nn.LSTMCell(),  # the cell\n  cell_size=8)\n",
-         "comment"),
+        ("import flax.linen as nn\nr = nn.RNN(nn.LSTMCell(features=4), cell_size=8)\n", "agrees"),
+        (
+            "import flax.linen as nn\nr = nn.RNN(nn.LSTMCell(),  # the cell\n  cell_size=8)\n",
+            "comment",
+        ),
     ],
-    ids=["legacy", "two-argument-init-fn", "tuple-size", "new-style-on-class", "star-args",
-         "cell-variable", "positional-after-cell-size", "features-disagree", "comment"],
+    ids=[
+        "legacy",
+        "two-argument-init-fn",
+        "tuple-size",
+        "new-style-on-class",
+        "star-args",
+        "cell-variable",
+        "positional-after-cell-size",
+        "features-disagree",
+        "comment",
+    ],
 )
 def test_ambiguous_cases_are_left_alone_with_a_reason(source, reason_part, tmp_path, capsys):
     path = write(tmp_path / "case.py", source)
@@ -468,7 +517,8 @@ def test_fix_never_touches_a_file_that_does_not_parse(tmp_path, capsys):
 def test_fix_keeps_crlf_line_endings_encoding_and_unicode_bytes(tmp_path, capsys):
     source = (
         "# -*- coding: latin-1 -*-\r\nimport flax.linen as nn\r\n"
-        "label = 'caf\u00e9'\r\ncarry = nn.LSTMCell.initialize_carry(key, (2,), 3)  # \u00e9t\u00e9\r\n"
+        "label = 'caf\u00e9'\r\n"
+        "carry = nn.LSTMCell.initialize_carry(key, (2,), 3)  # \u00e9t\u00e9\r\n"
         "rnn = nn.RNN(nn.LSTMCell(), cell_size=3)\r\n"
     )
     path = write(tmp_path / "crlf.py", source, encoding="latin-1")
@@ -481,36 +531,53 @@ def test_fix_keeps_crlf_line_endings_encoding_and_unicode_bytes(tmp_path, capsys
         "nn.LSTMCell.initialize_carry(key, (2,), 3)",
         "nn.LSTMCell(features=3).initialize_carry(key, (2, 1))",
     ).replace("nn.RNN(nn.LSTMCell(), cell_size=3)", "nn.RNN(nn.LSTMCell(features=3))")
-    assert "".join(
-        line + "\r\n" for line in lines[:-1] if not line.startswith("# rnnlib.migrate:")
-    ) == expected
+    assert (
+        "".join(line + "\r\n" for line in lines[:-1] if not line.startswith("# rnnlib.migrate:"))
+        == expected
+    )
 
 
 @pytest.mark.parametrize(
     "old, new",
     [
-        ("nn.LSTMCell.initialize_carry(k, (4,), 8)",
-         "nn.LSTMCell(features=8).initialize_carry(k, (4, 1))"),
-        ("nn.LSTMCell.initialize_carry(k, (), 8)",
-         "nn.LSTMCell(features=8).initialize_carry(k, (1,))"),
-        ("nn.GRUCell.initialize_carry(k, x.shape[:-1], 8)",
-         "nn.GRUCell(features=8).initialize_carry(k, x.shape[:-1] + (1,))"),
-        ("nn.GRUCell.initialize_carry(k, a + b, 8)",
-         "nn.GRUCell(features=8).initialize_carry(k, a + b + (1,))"),
-        ("nn.GRUCell.initialize_carry(k, (*b,), h * 2)",
-         "nn.GRUCell(features=h * 2).initialize_carry(k, (*b, 1))"),
-        ("nn.LSTMCell.initialize_carry(rng=k, size=8, batch_dims=(2,))",
-         "nn.LSTMCell(features=8).initialize_carry(rng=k, input_shape=(2, 1))"),
-        ("nn.LSTMCell.initialize_carry(k, (2,), 8, nn.initializers.normal(0.1))",
-         "nn.LSTMCell(features=8, carry_init=nn.initializers.normal(0.1))"
-         ".initialize_carry(k, (2, 1))"),
+        (
+            "nn.LSTMCell.initialize_carry(k, (4,), 8)",
+            "nn.LSTMCell(features=8).initialize_carry(k, (4, 1))",
+        ),
+        (
+            "nn.LSTMCell.initialize_carry(k, (), 8)",
+            "nn.LSTMCell(features=8).initialize_carry(k, (1,))",
+        ),
+        (
+            "nn.GRUCell.initialize_carry(k, x.shape[:-1], 8)",
+            "nn.GRUCell(features=8).initialize_carry(k, x.shape[:-1] + (1,))",
+        ),
+        (
+            "nn.GRUCell.initialize_carry(k, a + b, 8)",
+            "nn.GRUCell(features=8).initialize_carry(k, a + b + (1,))",
+        ),
+        (
+            "nn.GRUCell.initialize_carry(k, (*b,), h * 2)",
+            "nn.GRUCell(features=h * 2).initialize_carry(k, (*b, 1))",
+        ),
+        (
+            "nn.LSTMCell.initialize_carry(rng=k, size=8, batch_dims=(2,))",
+            "nn.LSTMCell(features=8).initialize_carry(rng=k, input_shape=(2, 1))",
+        ),
+        (
+            "nn.LSTMCell.initialize_carry(k, (2,), 8, nn.initializers.normal(0.1))",
+            "nn.LSTMCell(features=8, carry_init=nn.initializers.normal(0.1))"
+            ".initialize_carry(k, (2, 1))",
+        ),
         ("nn.RNN(nn.GRUCell(), cell_size=8)", "nn.RNN(nn.GRUCell(features=8))"),
         ("nn.RNN(cell_size=8, cell=nn.GRUCell())", "nn.RNN(cell=nn.GRUCell(features=8))"),
         ("nn.RNN(nn.GRUCell(), cell_size=(8))", "nn.RNN(nn.GRUCell(features=8))"),
         ("nn.RNN(nn.GRUCell(), 8)", "nn.RNN(nn.GRUCell(features=8))"),
         ("nn.RNN(nn.LSTMCell(features=8), cell_size=8)", "nn.RNN(nn.LSTMCell(features=8))"),
-        ("nn.RNN(\n    nn.LSTMCell(),\n    cell_size=8,\n)",
-         "nn.RNN(\n    nn.LSTMCell(features=8),\n)"),
+        (
+            "nn.RNN(\n    nn.LSTMCell(),\n    cell_size=8,\n)",
+            "nn.RNN(\n    nn.LSTMCell(features=8),\n)",
+        ),
     ],
 )
 def test_fix_rewrites_each_unambiguous_spelling(old, new, tmp_path, capsys):
@@ -536,10 +603,21 @@ def test_fix_is_idempotent(tmp_path, capsys):
 def notebook(cells_source, dumps=lambda nb: json.dumps(nb, indent=1, sort_keys=True) + "\n"):
     cells = [{"cell_type": "markdown", "metadata": {}, "source": ["# Title \u2014 old API\n"]}]
     for src in cells_source:
-        cells.append({"cell_type": "code", "execution_count": None, "metadata": {},
-                      "outputs": [], "source": src.splitlines(True)})
-    nb = {"cells": cells, "metadata": {"language_info": {"name": "python"}}, "nbformat": 4,
-          "nbformat_minor": 5}
+        cells.append(
+            {
+                "cell_type": "code",
+                "execution_count": None,
+                "metadata": {},
+                "outputs": [],
+                "source": src.splitlines(True),
+            }
+        )
+    nb = {
+        "cells": cells,
+        "metadata": {"language_info": {"name": "python"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
     return dumps(nb)
 
 
@@ -556,11 +634,13 @@ def test_notebook_fix_keeps_valid_json_and_changes_only_the_code_cells(tmp_path,
             assert new == old
         else:
             assert {k: v for k, v in new.items() if k != "source"} == {
-                k: v for k, v in old.items() if k != "source"}
+                k: v for k, v in old.items() if k != "source"
+            }
             assert all(line.endswith("\n") for line in new["source"][:-1])
     # Written back in nbformat's own layout, so the diff is only the edited source lines.
-    assert path.read_text() == json.dumps(after, indent=1, sort_keys=True,
-                                          ensure_ascii=False) + "\n"
+    assert (
+        path.read_text() == json.dumps(after, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    )
 
 
 @pytest.mark.pinned_env
@@ -588,8 +668,10 @@ def test_notebook_magics_are_skipped_and_kept_by_the_fixer(tmp_path, capsys):
     ids=["indent-2-unsorted", "indent-4-no-newline"],
 )
 def test_notebook_fix_keeps_the_json_layout_it_read(dumps, tmp_path, capsys):
-    path = write(tmp_path / "n.ipynb", notebook(
-        ["import flax.linen as nn\nh = nn.GRUCell.initialize_carry(k, (2,), 3)\n"], dumps))
+    path = write(
+        tmp_path / "n.ipynb",
+        notebook(["import flax.linen as nn\nh = nn.GRUCell.initialize_carry(k, (2,), 3)\n"], dumps),
+    )
     code, _ = run_json([path, "--fix"], capsys)
     assert code == 0
     assert path.read_text() == dumps(json.loads(path.read_text()))
@@ -636,8 +718,6 @@ def test_unfixed_corpus_program_fails_under_current_flax(name, tmp_path):
 
 def old_initialize_carry(cell, rng, batch_dims, size, init_fn):
     """Flax 0.6.11's static initialize_carry, written out: LSTMs split the key, GRU does not."""
-    import jax
-
     shape = batch_dims + (size,)
     if cell == "GRUCell":
         return init_fn(rng, shape)
@@ -648,13 +728,9 @@ def old_initialize_carry(cell, rng, batch_dims, size, init_fn):
 @pytest.mark.parametrize("cell", ["LSTMCell", "OptimizedLSTMCell", "GRUCell"])
 @pytest.mark.parametrize("placeholder", [1, 7])
 def test_rewritten_call_gives_the_old_carry_whatever_the_placeholder(cell, placeholder):
-    import jax
-    import flax.linen as nn
-
     rng = jax.random.PRNGKey(3)
     init = nn.initializers.normal(0.5)
     old = old_initialize_carry(cell, rng, (2, 3), 5, init)
     new = getattr(nn, cell)(features=5, carry_init=init).initialize_carry(rng, (2, 3, placeholder))
-    jax.tree_util.tree_map(
-        lambda a, b: np.testing.assert_allclose(a, b, rtol=0, atol=0), old, new)
+    jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=0, atol=0), old, new)
     assert jax.tree_util.tree_structure(old) == jax.tree_util.tree_structure(new)
