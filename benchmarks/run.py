@@ -1,0 +1,278 @@
+"""Side-by-side speed of rnnlib, flax.linen, flax.nnx and a hand-written ``lax.scan``.
+
+Usage (from the repository root)::
+
+    make bench                          # the full run, about 15 minutes on 2 CPU cores
+    .venv/bin/python -m benchmarks.run --quick   # smaller shapes, about a minute
+
+Method. For every configuration and cell, each contender is jitted twice: the
+forward pass, and forward plus backward (``jax.grad`` of a scalar loss). The first
+call of each (trace and compile included) is timed on its own; then one warm-up call;
+then ``--runs`` timed rounds in which the contenders take turns, in a rotating order,
+so slow drifts of the machine hit all of them alike. We report the median and the
+spread (min and max) of the timed rounds, and the compiled program's temporary
+memory as XLA reports it (``memory_analysis``).
+
+Results go to ``--out`` (default ``benchmarks/results``): ``<name>.json`` with every
+measurement, ``<name>.md`` with the ratio tables against flax.linen, and
+``<name>.png`` with the ratios drawn. Benchmarks are not tests: nothing here
+asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from benchmarks.contenders import CONV_CELLS, DENSE_CELLS, NAMES, build, inputs_for
+
+CONFIGS = {
+    "overhead B8 T1000 H32": dict(B=8, T=1000, I=32, H=32, cells=DENSE_CELLS),
+    "compute B64 T128 H256": dict(B=64, T=128, I=128, H=256, cells=DENSE_CELLS),
+    "compute B256 T64 H512": dict(B=256, T=64, I=512, H=512, cells=DENSE_CELLS),
+    "convlstm B8 T16 32x32x8": dict(B=8, T=16, signal=(32, 32), I=8, H=16, cells=CONV_CELLS),
+}
+QUICK = {
+    "overhead B8 T200 H32": dict(B=8, T=200, I=32, H=32, cells=DENSE_CELLS),
+    "compute B16 T32 H256": dict(B=16, T=32, I=128, H=256, cells=DENSE_CELLS),
+    "convlstm B2 T8 16x16x8": dict(B=2, T=8, signal=(16, 16), I=8, H=16, cells=CONV_CELLS),
+}
+MODES = ("forward", "train")
+
+
+def _block(tree):
+    return jax.tree_util.tree_map(lambda a: a.block_until_ready(), tree)
+
+
+def _timed(fn, *args):
+    start = time.perf_counter()
+    _block(fn(*args))
+    return time.perf_counter() - start
+
+
+def _temp_bytes(fn, *args):
+    try:
+        analysis = fn.lower(*args).compile().memory_analysis()
+        return int(analysis.temp_size_in_bytes)
+    except Exception:  # not every backend reports memory
+        return None
+
+
+def measure(config: dict, cell_name: str, runs: int, names=NAMES) -> dict:
+    """Every contender's first-call time, temp memory and timed runs, for both modes."""
+    x = inputs_for(config, jax.random.key(1))
+    import flax.linen as nn
+
+    from benchmarks.contenders import _cell_kwargs
+
+    linen_variables = nn.RNN(getattr(nn, cell_name)(**_cell_kwargs(cell_name, config))).init(
+        jax.random.key(0), x
+    )
+    contenders = [c for n in names if (c := build(n, cell_name, config, x, linen_variables))]
+    result = {}
+    for mode in MODES:
+        fns = {c.name: (getattr(c, mode), c.params) for c in contenders}
+        entry = {name: {"first_call_s": _timed(fn, p, x)} for name, (fn, p) in fns.items()}
+        for name, (fn, p) in fns.items():
+            entry[name]["temp_bytes"] = _temp_bytes(fn, p, x)
+            _timed(fn, p, x)  # warm-up
+        order = list(fns)
+        samples = {name: [] for name in order}
+        for r in range(runs):
+            for name in order[r % len(order) :] + order[: r % len(order)]:
+                fn, p = fns[name]
+                samples[name].append(_timed(fn, p, x))
+        for name, times in samples.items():
+            entry[name].update(
+                median_s=statistics.median(times), min_s=min(times), max_s=max(times), runs=times
+            )
+        result[mode] = entry
+    return result
+
+
+def seq_lengths_memory(steps=(256, 1024, 4096), batch=8, features=32) -> list[dict]:
+    """Extra temporary memory that ``seq_lengths`` with ``return_carry`` costs, per library.
+
+    Flax stacks every step's carry and gathers the last valid one afterwards, so its
+    extra memory grows with time; rnnlib keeps one running selection of the carry.
+    """
+    import flax.linen as nn
+
+    rows = []
+    for t in steps:
+        x = jnp.ones((batch, t, features))
+        lengths = jnp.full((batch,), t // 2)
+        row = {"T": t, "B": batch, "H": features}
+        for name, rnn in (
+            ("rnnlib", rnnlib_rnn(features)),
+            ("flax.linen", nn.RNN(nn.LSTMCell(features))),
+        ):
+            variables = nn.RNN(nn.LSTMCell(features)).init(jax.random.key(0), x)
+            plain = jax.jit(lambda v, x, rnn=rnn: rnn.apply(v, x, return_carry=True))
+            masked = jax.jit(
+                lambda v, x, rnn=rnn: rnn.apply(v, x, return_carry=True, seq_lengths=lengths)
+            )
+            row[name] = {
+                "without_seq_lengths": _temp_bytes(plain, variables, x),
+                "with_seq_lengths": _temp_bytes(masked, variables, x),
+            }
+        rows.append(row)
+    return rows
+
+
+def rnnlib_rnn(features):
+    import rnnlib
+
+    return rnnlib.RNN(rnnlib.LSTMCell(features))
+
+
+def _ratio(results, config, cell, mode, name, key="median_s"):
+    entry = results[config][cell][mode]
+    if name not in entry:
+        return None
+    return entry[name][key] / entry["flax.linen"][key]
+
+
+def markdown(report: dict) -> str:
+    results = report["results"]
+    lines = [
+        f"# Benchmark: {report['name']}",
+        "",
+        f"{report['machine']}; jax {report['versions']['jax']}, flax "
+        f"{report['versions']['flax']}; median of {report['runs']} alternating runs.",
+        "",
+        "Ratios are time / flax.linen's time: below 1.0 is faster than flax.linen.",
+        "",
+    ]
+    for mode in MODES:
+        title = "forward + backward (jax.grad)" if mode == "train" else "forward"
+        lines += [f"## {title}", ""]
+        lines += [
+            "| configuration | cell | flax.linen (ms) | rnnlib | flax.nnx | lax.scan | "
+            "rnnlib / lax.scan | first call: rnnlib / linen |",
+            "|---|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for config, cells in results.items():
+            for cell, modes in cells.items():
+                entry = modes[mode]
+
+                def cell_text(name):
+                    r = _ratio(results, config, cell, mode, name)
+                    return "n/a" if r is None else f"{r:.2f}"
+
+                vs_scan = (
+                    f"{entry['rnnlib']['median_s'] / entry['lax.scan']['median_s']:.2f}"
+                    if "lax.scan" in entry
+                    else "n/a"
+                )
+                first = _ratio(results, config, cell, mode, "rnnlib", "first_call_s")
+                lines.append(
+                    f"| {config} | {cell} | {entry['flax.linen']['median_s'] * 1e3:.1f} | "
+                    f"{cell_text('rnnlib')} | {cell_text('flax.nnx')} | {cell_text('lax.scan')} | "
+                    f"{vs_scan} | {first:.2f} |"
+                )
+        ratios = [
+            _ratio(results, c, cell, mode, "rnnlib") for c in results for cell in results[c]
+        ]
+        geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+        lines += ["", f"Geometric mean of rnnlib / flax.linen ({title}): **{geo:.2f}**", ""]
+    if report.get("seq_lengths_memory"):
+        lines += [
+            "## Extra memory for `seq_lengths` with `return_carry` (LSTM, forward)",
+            "",
+            "| T | B x H | flax.linen extra | rnnlib extra |",
+            "|---:|---:|---:|---:|",
+        ]
+        for row in report["seq_lengths_memory"]:
+
+            def extra(name, row=row):
+                m = row[name]
+                if m["with_seq_lengths"] is None or m["without_seq_lengths"] is None:
+                    return "n/a"
+                return f"{(m['with_seq_lengths'] - m['without_seq_lengths']) / 1024:.0f} KiB"
+
+            lines.append(
+                f"| {row['T']} | {row['B']} x {row['H']} | {extra('flax.linen')} | "
+                f"{extra('rnnlib')} |"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
+def plot(report: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    results = report["results"]
+    labels = [f"{cfg}\n{cell}" for cfg in results for cell in results[cfg]]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 0.5 * len(labels) + 2), sharey=True)
+    for ax, mode in zip(axes, MODES):
+        y = np.arange(len(labels))
+        for k, name in enumerate(("rnnlib", "flax.nnx", "lax.scan")):
+            values = [
+                _ratio(results, cfg, cell, mode, name) or np.nan
+                for cfg in results
+                for cell in results[cfg]
+            ]
+            ax.barh(y + 0.25 * (k - 1), values, height=0.25, label=name)
+        ax.axvline(1.0, color="black", lw=1, ls="--")
+        ax.set_yticks(y, labels, fontsize=7)
+        ax.set_xlabel("time / flax.linen time")
+        ax.set_title("forward + backward" if mode == "train" else "forward")
+    axes[0].legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small shapes, about a minute")
+    parser.add_argument("--runs", type=int, default=5, help="timed rounds (at least 5)")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument("--name", default=None, help="file name stem (default: full or quick)")
+    args = parser.parse_args(argv)
+    if args.runs < 5:
+        parser.error(f"--runs must be at least 5 for a meaningful median; got {args.runs}")
+
+    import flax
+
+    configs = QUICK if args.quick else CONFIGS
+    name = args.name or ("quick" if args.quick else "full")
+    results = {}
+    for config_name, config in configs.items():
+        results[config_name] = {}
+        for cell in config["cells"]:
+            print(f"{config_name} / {cell} ...", flush=True)
+            results[config_name][cell] = measure(config, cell, args.runs)
+    report = {
+        "name": name,
+        "machine": f"{platform.processor() or platform.machine()}, "
+        f"{jax.device_count()} {jax.default_backend()} device(s)",
+        "versions": {"jax": jax.__version__, "flax": flax.__version__},
+        "runs": args.runs,
+        "configs": {k: {kk: vv for kk, vv in v.items() if kk != "cells"} for k, v in configs.items()},
+        "results": results,
+        "seq_lengths_memory": seq_lengths_memory((128, 512) if args.quick else (256, 1024, 4096)),
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"{name}.json").write_text(json.dumps(report, indent=1))
+    (args.out / f"{name}.md").write_text(markdown(report))
+    plot(report, args.out / f"{name}.png")
+    print(markdown(report))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

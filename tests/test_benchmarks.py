@@ -1,0 +1,61 @@
+"""The benchmark compares like with like: given the same variables, its contenders
+compute the same outputs and the same gradients. (Times are never asserted.)"""
+
+import jax
+import numpy as np
+import pytest
+
+from benchmarks.contenders import CONV_CELLS, DENSE_CELLS, build, inputs_for
+from benchmarks.run import markdown
+
+pytestmark = pytest.mark.pinned_env
+
+SMALL = dict(B=2, T=5, I=3, H=4)
+SMALL_CONV = dict(B=2, T=3, signal=(5, 5), I=2, H=3)
+
+
+@pytest.mark.parametrize(
+    "cell, config", [(c, SMALL) for c in DENSE_CELLS] + [(c, SMALL_CONV) for c in CONV_CELLS]
+)
+def test_contenders_sharing_linen_variables_agree_on_outputs_and_gradients(cell, config):
+    x = inputs_for(config, jax.random.key(1))
+    reference = build("flax.linen", cell, config, x)
+    for name in ("rnnlib", "lax.scan"):
+        other = build(name, cell, config, x)
+        np.testing.assert_allclose(
+            other.forward(other.params, x), reference.forward(reference.params, x),
+            rtol=1e-5, atol=1e-6,
+        )
+        jax.tree_util.tree_map(
+            lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6),
+            other.train(other.params, x), reference.train(reference.params, x),
+        )
+
+
+@pytest.mark.parametrize("cell", DENSE_CELLS)
+def test_the_nnx_contender_produces_outputs_of_the_same_shape(cell):
+    x = inputs_for(SMALL, jax.random.key(1))
+    nnx = build("flax.nnx", cell, SMALL, x)
+    assert nnx.forward(nnx.params, x).shape == (2, 5, 4)
+
+
+def test_nnx_has_no_conv_lstm_contender():
+    x = inputs_for(SMALL_CONV, jax.random.key(1))
+    assert build("flax.nnx", "ConvLSTMCell", SMALL_CONV, x) is None
+
+
+def test_markdown_reports_ratios_against_flax_linen():
+    def entry(t):
+        return {"median_s": t, "first_call_s": 2 * t}
+
+    modes = {
+        m: {"flax.linen": entry(2.0), "rnnlib": entry(1.0), "lax.scan": entry(0.5)}
+        for m in ("forward", "train")
+    }
+    report = {
+        "name": "t", "machine": "m", "versions": {"jax": "j", "flax": "f"}, "runs": 5,
+        "results": {"cfg": {"LSTMCell": modes}}, "seq_lengths_memory": [],
+    }
+    text = markdown(report)
+    assert "| cfg | LSTMCell | 2000.0 | 0.50 | n/a | 0.25 | 2.00 | 0.50 |" in text
+    assert "**0.50**" in text
