@@ -174,6 +174,7 @@ def check_notebook(path: Path | str, root: Path = REPO_ROOT) -> list[str]:
     cells = notebook.get("cells", [])
 
     expected_count = 1
+    never_executed = []
     for index, cell in enumerate(cells):
         if cell.get("cell_type") != "code":
             continue
@@ -181,10 +182,7 @@ def check_notebook(path: Path | str, root: Path = REPO_ROOT) -> list[str]:
         count = cell.get("execution_count")
         if _source(cell).strip():
             if count is None:
-                problems.append(
-                    f"{where} has no execution_count: it was never executed, and nbval "
-                    "would pass it without checking anything. Run `make notebooks`."
-                )
+                never_executed.append(index)
             elif count != expected_count:
                 problems.append(
                     f"{where} has execution_count {count}, expected {expected_count}: the "
@@ -201,6 +199,17 @@ def check_notebook(path: Path | str, root: Path = REPO_ROOT) -> list[str]:
                     f"{where} stores an error ({output.get('ename')}: {output.get('evalue')}) "
                     "but is not tagged raises-exception"
                 )
+
+    if never_executed:
+        which = ", ".join(map(str, never_executed))
+        cells_have = (
+            f"code cell {which} has" if len(never_executed) == 1 else f"code cells {which} have"
+        )
+        problems.insert(
+            0,
+            f"{cells_have} no execution_count: never executed, so nbval would pass them "
+            "without checking anything. Run `make notebooks`.",
+        )
 
     repo = load_repository(root)
     code_cells = [c for c in cells if c.get("cell_type") == "code" and _source(c).strip()]

@@ -126,6 +126,14 @@ def test_never_executed_cell_is_caught(path, root):
     assert any("code cell 3 has no execution_count" in p for p in problems), problems
 
 
+def test_several_never_executed_cells_are_listed_together(path, root):
+    notebook = good_notebook(path, root)
+    for index in (3, 5):
+        notebook["cells"][index]["execution_count"] = None
+    problems = check(notebook, path, root)
+    one_problem(problems, "code cells 3, 5 have no execution_count")
+
+
 def test_out_of_order_execution_counts_are_caught(path, root):
     notebook = good_notebook(path, root)
     notebook["cells"][3]["execution_count"], notebook["cells"][5]["execution_count"] = 3, 2
