@@ -109,14 +109,15 @@ def setup_cell_source(root: Path = REPO_ROOT) -> str:
     """The Colab setup cell: the first code cell of every chapter."""
     repo = load_repository(root)
     return (
-        "# Colab only: install rnnlib from the repository. Colab ships its own jax and flax,\n"
-        "# so nothing else is installed or pinned. Locally, `make notebooks` uses .venv.\n"
+        "# Colab only: install rnnlib from the repository.\n"
+        "# Colab ships its own jax and flax, so nothing else is installed or pinned.\n"
         "import subprocess\n"
         "import sys\n"
         "\n"
         'if "google.colab" in sys.modules:\n'
         f'    RNNLIB = "git+{repo.url}@{repo.branch}"\n'
-        '    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", RNNLIB], check=True)'
+        '    pip_install = [sys.executable, "-m", "pip", "install", "--quiet", RNNLIB]\n'
+        "    subprocess.run(pip_install, check=True)"
     )
 
 
