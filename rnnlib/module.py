@@ -36,7 +36,11 @@ class Module:
         ``key`` is a ``jax.random.key`` or a raw ``jax.random.PRNGKey``; a Flax-style
         ``{'params': key}`` dict is accepted too.
         """
-        return self.init_with_output(key, *args, **kwargs)[1]
+        params = self._init(_params_key(key), *args, **kwargs)
+        # Trace the forward pass without running it, so bad arguments fail here, as in
+        # Flax, at the cost of a trace rather than a full eager computation.
+        jax.eval_shape(lambda p: self._call(p, *args, **kwargs), params)
+        return {"params": params}
 
     def init_with_output(self, key, *args, **kwargs) -> tuple[Any, dict[str, Params]]:
         """Like ``init``, but also returns the output of applying the new variables."""
