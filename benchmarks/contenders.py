@@ -155,7 +155,8 @@ def _hand_written(cell_name):
             rank = xs.ndim - 3
             spec = "N" + "DHW"[-rank:] + "C"
             numbers = jax.lax.conv_dimension_numbers(
-                xs.shape[:1] + xs.shape[2:], cell["ih"]["kernel"].shape,
+                xs.shape[:1] + xs.shape[2:],
+                cell["ih"]["kernel"].shape,
                 (spec, "DHW"[-rank:] + "IO", spec),
             )
 

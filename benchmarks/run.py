@@ -119,7 +119,7 @@ def seq_lengths_memory(steps=(256, 1024, 4096), batch=8, features=32) -> list[di
             variables = nn.RNN(nn.LSTMCell(features)).init(jax.random.key(0), x)
             plain = jax.jit(lambda v, x, rnn=rnn: rnn.apply(v, x, return_carry=True))
             masked = jax.jit(
-                lambda v, x, rnn=rnn: rnn.apply(v, x, return_carry=True, seq_lengths=lengths)
+                lambda v, x, rnn=rnn, n=lengths: rnn.apply(v, x, return_carry=True, seq_lengths=n)
             )
             row[name] = {
                 "without_seq_lengths": _temp_bytes(plain, variables, x),
@@ -164,10 +164,10 @@ def markdown(report: dict) -> str:
         for config, cells in results.items():
             for cell, modes in cells.items():
                 entry = modes[mode]
+                ratios = {n: _ratio(results, config, cell, mode, n) for n in NAMES}
 
-                def cell_text(name):
-                    r = _ratio(results, config, cell, mode, name)
-                    return "n/a" if r is None else f"{r:.2f}"
+                def cell_text(name, ratios=ratios):
+                    return "n/a" if ratios[name] is None else f"{ratios[name]:.2f}"
 
                 vs_scan = (
                     f"{entry['rnnlib']['median_s'] / entry['lax.scan']['median_s']:.2f}"
@@ -180,9 +180,7 @@ def markdown(report: dict) -> str:
                     f"{cell_text('rnnlib')} | {cell_text('flax.nnx')} | {cell_text('lax.scan')} | "
                     f"{vs_scan} | {first:.2f} |"
                 )
-        ratios = [
-            _ratio(results, c, cell, mode, "rnnlib") for c in results for cell in results[c]
-        ]
+        ratios = [_ratio(results, c, cell, mode, "rnnlib") for c in results for cell in results[c]]
         geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
         lines += ["", f"Geometric mean of rnnlib / flax.linen ({title}): **{geo:.2f}**", ""]
     if report.get("seq_lengths_memory"):
@@ -262,7 +260,9 @@ def main(argv=None) -> int:
         f"{jax.device_count()} {jax.default_backend()} device(s)",
         "versions": {"jax": jax.__version__, "flax": flax.__version__},
         "runs": args.runs,
-        "configs": {k: {kk: vv for kk, vv in v.items() if kk != "cells"} for k, v in configs.items()},
+        "configs": {
+            k: {kk: vv for kk, vv in v.items() if kk != "cells"} for k, v in configs.items()
+        },
         "results": results,
         "seq_lengths_memory": seq_lengths_memory((128, 512) if args.quick else (256, 1024, 4096)),
     }

@@ -90,16 +90,28 @@ class Layout:
             _, ax = plt.subplots(figsize=(1.3 * len(self.input_shape) + 1.5, 1.6))
         for axis, (size, role) in enumerate(zip(self.input_shape, self.roles)):
             ax.add_patch(Rectangle((axis, 0), 0.92, 1, color=ROLE_COLORS[role], alpha=0.85))
-            ax.text(axis + 0.46, 0.62, str(size), ha="center", va="center", color="white",
-                    fontsize=13, fontweight="bold")
+            ax.text(
+                axis + 0.46,
+                0.62,
+                str(size),
+                ha="center",
+                va="center",
+                color="white",
+                fontsize=13,
+                fontweight="bold",
+            )
             ax.text(axis + 0.46, 0.25, role, ha="center", va="center", color="white", fontsize=9)
             ax.text(axis + 0.46, -0.18, f"axis {axis}", ha="center", va="center", fontsize=8)
         ax.set_xlim(-0.1, len(self.input_shape))
         ax.set_ylim(-0.4, 1.1)
         ax.axis("off")
         used = [r for r in ROLE_COLORS if r in self.roles]
-        ax.legend(handles=[Patch(color=ROLE_COLORS[r], label=r) for r in used],
-                  loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
+        ax.legend(
+            handles=[Patch(color=ROLE_COLORS[r], label=r) for r in used],
+            loc="center left",
+            bbox_to_anchor=(1.0, 0.5),
+            frameon=False,
+        )
         ax.set_title(title or f"{self.module}\ninput {self.input_shape}", fontsize=9)
         return ax
 
@@ -118,8 +130,10 @@ def layout(module, input_shape, *, time_major: bool = False) -> Layout:
     input_shape = tuple(int(n) for n in input_shape)
     if isinstance(module, RNNCellBase):
         if time_major:
-            raise ValueError("time_major only applies to an RNN or Bidirectional; a cell "
-                             "reads one step, which has no time axis.")
+            raise ValueError(
+                "time_major only applies to an RNN or Bidirectional; a cell "
+                "reads one step, which has no time axis."
+            )
         cell, time_axis = module, None
         module.check_input_shape(input_shape)
         step_shape = input_shape
@@ -129,8 +143,7 @@ def layout(module, input_shape, *, time_major: bool = False) -> Layout:
         step_shape = input_shape[:time_axis] + input_shape[time_axis + 1 :]
     else:
         raise TypeError(
-            "layout expects a cell, an RNN or a Bidirectional; "
-            f"got {type(module).__name__}."
+            f"layout expects a cell, an RNN or a Bidirectional; got {type(module).__name__}."
         )
 
     n_features = cell.num_feature_axes
@@ -149,12 +162,15 @@ def layout(module, input_shape, *, time_major: bool = False) -> Layout:
         carry = (carry, _shapes(jax.eval_shape(lambda: backward.initialize_carry(key, step_shape))))
     x = jnp.zeros(input_shape)
     if isinstance(module, RNNCellBase):
+
         def run():
             c = cell.initialize_carry(key, step_shape)
             return module.init_with_output(key, c, x)[0][1]
     else:
+
         def run():
             return module.init_with_output(key, x, time_major=time_major)[0]
+
     output_shape = tuple(jax.eval_shape(run).shape)
 
     return Layout(

@@ -90,10 +90,14 @@ class Bidirectional(Module):
     ):
         return_carry = self.return_carry if return_carry is None else return_carry
         time_major = self.time_major if time_major is None else time_major
-        expected = {"forward_rnn": {}} if self.shares_parameters else {
-            "forward_rnn": {},
-            "backward_rnn": {},
-        }
+        expected = (
+            {"forward_rnn": {}}
+            if self.shares_parameters
+            else {
+                "forward_rnn": {},
+                "backward_rnn": {},
+            }
+        )
         check_params(self, params, expected)
         key_forward = key_backward = None
         if init_key is not None:
@@ -111,15 +115,22 @@ class Bidirectional(Module):
         params_forward, params_backward = self._directions(params)
         shared = dict(seq_lengths=seq_lengths, return_carry=True, time_major=time_major)
         carry_forward, outputs_forward = self.forward_rnn._call(
-            params_forward, inputs, initial_carry=carry_forward, init_key=key_forward,
-            reverse=False, **shared,
+            params_forward,
+            inputs,
+            initial_carry=carry_forward,
+            init_key=key_forward,
+            reverse=False,
+            **shared,
         )
         carry_backward, outputs_backward = self.backward_rnn._call(
-            params_backward, inputs, initial_carry=carry_backward, init_key=key_backward,
-            reverse=True, keep_order=True, **shared,
+            params_backward,
+            inputs,
+            initial_carry=carry_backward,
+            init_key=key_backward,
+            reverse=True,
+            keep_order=True,
+            **shared,
         )
         outputs = jax.tree_util.tree_map(self.merge_fn, outputs_forward, outputs_backward)
         carry = (carry_forward, carry_backward)
         return (carry, outputs) if return_carry else outputs
-
-

@@ -94,7 +94,9 @@ class RNNCellBase(Module):
 
     def check_carry(self, carry: Carry, input_shape: Sequence[int], what: str = "carry"):
         """Raises if ``carry`` differs in structure or shapes from ``initialize_carry``'s."""
-        expected = jax.eval_shape(lambda: self.initialize_carry(jax.random.key(0), tuple(input_shape)))
+        expected = jax.eval_shape(
+            lambda: self.initialize_carry(jax.random.key(0), tuple(input_shape))
+        )
         want_leaves, want_tree = jax.tree_util.tree_flatten(expected)
         got_leaves, got_tree = jax.tree_util.tree_flatten(carry)
         want_shapes = jax.tree_util.tree_unflatten(want_tree, [x.shape for x in want_leaves])

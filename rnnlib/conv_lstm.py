@@ -76,7 +76,9 @@ class ConvLSTMCell(RNNCellBase):
         object.__setattr__(self, "kernel_size", kernel_size)
         rank = len(kernel_size)
         if self.strides is not None:
-            strides = (self.strides,) * rank if isinstance(self.strides, int) else tuple(self.strides)
+            strides = (
+                (self.strides,) * rank if isinstance(self.strides, int) else tuple(self.strides)
+            )
             if len(strides) != rank:
                 raise ValueError(
                     f"ConvLSTMCell with kernel_size={kernel_size} needs {rank} strides; "

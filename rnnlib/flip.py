@@ -49,7 +49,9 @@ def flip_sequences(inputs, seq_lengths, num_batch_dims: int, time_major: bool):
         return inputs
     t = jnp.arange(steps)
     lengths = jnp.expand_dims(jnp.asarray(seq_lengths), time_axis)
-    t = t.reshape((steps,) + (1,) * num_batch_dims if time_major else (1,) * num_batch_dims + (steps,))
+    t = t.reshape(
+        (steps,) + (1,) * num_batch_dims if time_major else (1,) * num_batch_dims + (steps,)
+    )
     # Step t reads step L - 1 - t while t < L; the padding steps t >= L read
     # T - 1 - t + L, which reverses the padding block within itself.
     source = (lengths - 1 - t) % steps

@@ -75,10 +75,14 @@ class GRUCell(RNNCellBase):
         n_in, n = input_shape[-1], self.features
         params = {}
         for k, name in zip(keys[:3], ("ir", "iz", "in")):
-            params[name] = dense_params(k, n_in, n, self.kernel_init, self.bias_init, self.param_dtype)
+            params[name] = dense_params(
+                k, n_in, n, self.kernel_init, self.bias_init, self.param_dtype
+            )
         for k, name in zip(keys[3:], ("hr", "hz", "hn")):
             bias_init = self.bias_init if name == "hn" else None
-            params[name] = dense_params(k, n, n, self.recurrent_kernel_init, bias_init, self.param_dtype)
+            params[name] = dense_params(
+                k, n, n, self.recurrent_kernel_init, bias_init, self.param_dtype
+            )
         return params
 
     def prepare(self, params):

@@ -55,7 +55,9 @@ def fused(params: dict, names: Sequence[str]):
     for n in names:
         layer = params[n]
         bias = layer.get("bias")
-        biases.append(jnp.zeros(layer["kernel"].shape[-1:], layer["kernel"].dtype) if bias is None else bias)
+        biases.append(
+            jnp.zeros(layer["kernel"].shape[-1:], layer["kernel"].dtype) if bias is None else bias
+        )
     return kernel, jnp.concatenate(biases, axis=-1)
 
 

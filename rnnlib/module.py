@@ -129,7 +129,9 @@ def check_params(module, params: Params, expected: Params, path: str = "params")
 def _params_key(key):
     if isinstance(key, Mapping):
         if "params" not in key:
-            raise ValueError(f"init expects a key or a {{'params': key}} dict; got keys {sorted(key)}.")
+            raise ValueError(
+                f"init expects a key or a {{'params': key}} dict; got keys {sorted(key)}."
+            )
         key = key["params"]
     if not _is_key(key):
         raise TypeError(

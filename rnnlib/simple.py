@@ -69,11 +69,19 @@ class SimpleCell(RNNCellBase):
         key_i, key_h = jax.random.split(key)
         return {
             "i": dense_params(
-                key_i, input_shape[-1], self.features, self.kernel_init, self.bias_init,
+                key_i,
+                input_shape[-1],
+                self.features,
+                self.kernel_init,
+                self.bias_init,
                 self.param_dtype,
             ),
             "h": dense_params(
-                key_h, self.features, self.features, self.recurrent_kernel_init, None,
+                key_h,
+                self.features,
+                self.features,
+                self.recurrent_kernel_init,
+                None,
                 self.param_dtype,
             ),
         }

@@ -23,12 +23,15 @@ def test_contenders_sharing_linen_variables_agree_on_outputs_and_gradients(cell,
     for name in ("rnnlib", "lax.scan"):
         other = build(name, cell, config, x)
         np.testing.assert_allclose(
-            other.forward(other.params, x), reference.forward(reference.params, x),
-            rtol=1e-5, atol=1e-6,
+            other.forward(other.params, x),
+            reference.forward(reference.params, x),
+            rtol=1e-5,
+            atol=1e-6,
         )
         jax.tree_util.tree_map(
             lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6),
-            other.train(other.params, x), reference.train(reference.params, x),
+            other.train(other.params, x),
+            reference.train(reference.params, x),
         )
 
 
@@ -53,8 +56,12 @@ def test_markdown_reports_ratios_against_flax_linen():
         for m in ("forward", "train")
     }
     report = {
-        "name": "t", "machine": "m", "versions": {"jax": "j", "flax": "f"}, "runs": 5,
-        "results": {"cfg": {"LSTMCell": modes}}, "seq_lengths_memory": [],
+        "name": "t",
+        "machine": "m",
+        "versions": {"jax": "j", "flax": "f"},
+        "runs": 5,
+        "results": {"cfg": {"LSTMCell": modes}},
+        "seq_lengths_memory": [],
     }
     text = markdown(report)
     assert "| cfg | LSTMCell | 2000.0 | 0.50 | n/a | 0.25 | 2.00 | 0.50 |" in text

@@ -30,7 +30,9 @@ def _raises(exc, *fragments):
 
 def test_rnn_input_without_room_for_a_time_axis_names_the_layout_and_the_shape():
     rnn = RNN(ConvLSTMCell(features=6, kernel_size=(3, 3)))
-    with _raises(ValueError, "(*batch, time, height, width, channels)", "(4, 4, 3)", "no time axis"):
+    with _raises(
+        ValueError, "(*batch, time, height, width, channels)", "(4, 4, 3)", "no time axis"
+    ):
         rnn.init(KEY, jnp.ones((4, 4, 3)))
 
 
@@ -40,7 +42,9 @@ def test_time_major_rnn_input_without_a_time_axis_names_the_time_major_layout():
         rnn.init(KEY, jnp.ones((3,)))
 
 
-@pytest.mark.parametrize("kernel_size, shape", [((3,), (5,)), ((3, 3), (4, 3)), ((3, 3, 3), (4, 4, 3))])
+@pytest.mark.parametrize(
+    "kernel_size, shape", [((3,), (5,)), ((3, 3), (4, 3)), ((3, 3, 3), (4, 4, 3))]
+)
 def test_conv_lstm_cell_input_with_too_few_axes_names_the_feature_axes(kernel_size, shape):
     cell = ConvLSTMCell(features=2, kernel_size=kernel_size)
     with _raises(ValueError, f"({len(kernel_size) + 1} feature axes)", str(shape)):
@@ -120,7 +124,9 @@ def test_float_seq_lengths_are_rejected():
 
 def test_flip_sequences_rejects_seq_lengths_that_do_not_match_the_batch():
     with _raises(ValueError, "batch dims (2, 3)", "shape (2,)"):
-        flip_sequences(jnp.ones((2, 3, 5, 1)), jnp.array([1, 2]), num_batch_dims=2, time_major=False)
+        flip_sequences(
+            jnp.ones((2, 3, 5, 1)), jnp.array([1, 2]), num_batch_dims=2, time_major=False
+        )
 
 
 @pytest.mark.parametrize("cls", [LSTMCell, rnnlib.OptimizedLSTMCell, GRUCell, MGUCell, SimpleCell])

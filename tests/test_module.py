@@ -81,7 +81,9 @@ def test_repr_shows_required_fields_and_the_ones_changed_from_defaults():
     assert repr(LSTMCell(4)) == "LSTMCell(features=4)"
     assert repr(SimpleCell(3, residual=True)) == "SimpleCell(features=3, residual=True)"
     assert repr(RNN(GRUCell(2), reverse=True)) == "RNN(cell=GRUCell(features=2), reverse=True)"
-    assert repr(GRUCell(2, gate_fn=jax.nn.hard_sigmoid)) == "GRUCell(features=2, gate_fn=hard_sigmoid)"
+    assert (
+        repr(GRUCell(2, gate_fn=jax.nn.hard_sigmoid)) == "GRUCell(features=2, gate_fn=hard_sigmoid)"
+    )
 
 
 def test_cells_with_equal_configuration_are_equal_and_hashable():
