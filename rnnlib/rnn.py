@@ -85,6 +85,22 @@ class RNN(Module):
     def __post_init__(self):
         if not isinstance(self.cell, RNNCellBase):
             raise TypeError(f"RNN expects an RNNCellBase cell; got {type(self.cell).__name__}.")
+        for flag in ("time_major", "return_carry", "reverse", "keep_order"):
+            value = getattr(self, flag)
+            if not isinstance(value, (bool, np.bool_)):
+                hint = ""
+                if flag == "time_major":
+                    hint = (
+                        " (Flax 0.6's RNN took cell_size as its second argument; the cell now "
+                        "carries its own features, so pass RNN(cell) alone.)"
+                    )
+                raise TypeError(f"RNN expects {flag} to be a bool; got {value!r}.{hint}")
+        if isinstance(self.unroll, bool) or not isinstance(self.unroll, (int, np.integer)):
+            raise TypeError(f"RNN expects unroll to be an int >= 1; got {self.unroll!r}.")
+        if self.unroll < 1:
+            raise ValueError(
+                f"RNN expects unroll >= 1 (steps per loop iteration); got {self.unroll}."
+            )
 
     def _init(self, key, inputs, *, time_major=None, **unused):
         time_major = self.time_major if time_major is None else time_major

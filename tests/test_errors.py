@@ -237,3 +237,20 @@ def test_layout_raises_the_same_error_as_rnn_for_a_shape_that_cannot_fit():
     with pytest.raises(ValueError) as from_rnn:
         rnn.init(KEY, jnp.ones((4, 4, 3)))
     assert str(from_layout.value) == str(from_rnn.value)
+
+
+def test_rnn_rejects_cell_size_passed_where_time_major_now_stands():
+    with _raises(TypeError, "time_major to be a bool", "got 64", "cell_size"):
+        RNN(LSTMCell(features=64), 64)
+
+
+@pytest.mark.parametrize("flag", ["return_carry", "reverse", "keep_order"])
+def test_rnn_rejects_flags_that_are_not_bools(flag):
+    with _raises(TypeError, f"{flag} to be a bool", "'yes'"):
+        RNN(GRUCell(4), **{flag: "yes"})
+
+
+@pytest.mark.parametrize("unroll, exc", [(0, ValueError), (2.0, TypeError), (True, TypeError)])
+def test_rnn_rejects_an_unroll_that_is_not_a_positive_int(unroll, exc):
+    with _raises(exc, "unroll", repr(unroll) if exc is TypeError else "got 0"):
+        RNN(GRUCell(4), unroll=unroll)
