@@ -4,6 +4,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 LOWEST := .venv-lowest
+FLAX06 := .venv-flax06
 NBVAL := --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=120
 
 .PHONY: env book test test-pinned test-lowest notebooks bench clean
@@ -22,6 +23,12 @@ $(LOWEST)/.stamp: tests/lowest.txt pyproject.toml
 	$(LOWEST)/bin/python -m pip install --quiet -r tests/lowest.txt
 	touch $@
 
+# The real Flax 0.6.11, the oracle of rnnlib.legacy (tests/test_legacy_oracle.py).
+$(FLAX06)/.stamp: tests/oracle/requirements-flax06.txt
+	$(PYTHON) -m venv $(FLAX06)
+	$(FLAX06)/bin/python -m pip install --quiet -r tests/oracle/requirements-flax06.txt
+	touch $@
+
 # Build the HTML book into _build/html. Outputs are the stored ones that
 # `make test` checks with nbval; `make notebooks` regenerates them.
 book: env
@@ -31,7 +38,7 @@ book: env
 # chapter, then the unit tests again on the lowest supported jax and flax.
 test: test-pinned test-lowest
 
-test-pinned: env
+test-pinned: env $(FLAX06)/.stamp
 	$(PY) -m pytest tests book $(NBVAL)
 
 test-lowest: $(LOWEST)/.stamp
