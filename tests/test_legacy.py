@@ -149,7 +149,8 @@ def test_legacy_cell_runs_under_jit_and_grad():
     cell = legacy.GRUCell()
     variables = cell.init(k_init, carry, x)
     jitted = jax.jit(cell.apply)(variables, carry, x)
-    assert_trees_equal(jitted, rnnlib.GRUCell(features=3).apply(variables, carry, x))
+    # both compiled: XLA may fuse differently from eager execution, by an ulp
+    assert_trees_equal(jitted, jax.jit(rnnlib.GRUCell(features=3).apply)(variables, carry, x))
 
     def loss(v, cell):
         return jnp.sum(cell.apply(v, carry, x)[1])
