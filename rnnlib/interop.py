@@ -85,19 +85,22 @@ What is not converted, and why
   ``{...: Carry}`` (other values scan parameters over time).
 - Subclasses of the supported classes, whose ``__call__`` may differ, and anything
   else (``TypeError``).
-- Initializers (``kernel_init`` and friends) are not converted: NNX does not keep them
-  on the module, and the parameters they made are converted instead. Metadata on NNX
+- Initializers (``kernel_init`` and friends) are not converted: flax >= 0.11 does not
+  keep them on the module, and the parameters they made are converted instead (the
+  rnnlib twin gets rnnlib's defaults; ``to_nnx`` builds the NNX module with zeros). Metadata on NNX
   ``Param``\ s (sharding annotations and the like) is dropped. Carry RNGs are not
   converted: with a random ``carry_init`` the two sides draw different initial
   carries, so pass ``initial_carry`` to compare them.
 
-Two behaviours differ even with identical parameters: with ``seq_lengths`` and
-``return_carry``, a sequence of length 0 gets its initial carry back from rnnlib but
-the carry after the last (padded) step from NNX; and NNX's ``seq_lengths`` carry
-selection assumes a single batch dim, where rnnlib allows any number.
+Two behaviours differ even with identical parameters, both in ``RNN`` with
+``seq_lengths`` and ``return_carry``: a sequence of length 0 gets its initial carry back
+from rnnlib but the carry after the last (padded) step from NNX, which indexes step
+``length - 1 = -1``; and NNX's carry selection handles one batch dim only (it raises a
+broadcasting error for more), where rnnlib allows any number.
 
-Supported Flax versions: flax.nnx from 0.10.2 (the lowest version rnnlib is tested
-with) to the pinned one; the layouts above are the same throughout.
+Supported Flax versions: flax.nnx 0.10.2 (the lowest version rnnlib is tested with)
+through the pinned one; the layouts above are the same in 0.10.2 and 0.12.8. Older NNX
+releases are not supported.
 """
 
 from __future__ import annotations
@@ -291,7 +294,9 @@ def _cell_from_nnx(cell, path: str) -> tuple[RNNCellBase, dict]:
 
     H = cell.hidden_features
     if kind is nnx.LSTMCell:
-        params = {name: {"kernel": _read(cell, _nnx_name(name), "kernel", path)} for name in _LSTM_INPUT}
+        params = {
+            name: {"kernel": _read(cell, _nnx_name(name), "kernel", path)} for name in _LSTM_INPUT
+        }
         for name in _LSTM_HIDDEN:
             params[name] = {
                 "kernel": _read(cell, name, "kernel", path),
@@ -299,17 +304,25 @@ def _cell_from_nnx(cell, path: str) -> tuple[RNNCellBase, dict]:
             }
     elif kind is nnx.OptimizedLSTMCell:
         # dense_i: (I, 4H), no bias; dense_h: (H, 4H) + (4H,). Column blocks: i, f, g, o.
-        input_kernels = _split(_read(cell, "dense_i", "kernel", path), 4, H, f"{path}/dense_i/kernel")
-        hidden_kernels = _split(_read(cell, "dense_h", "kernel", path), 4, H, f"{path}/dense_h/kernel")
+        input_kernels = _split(
+            _read(cell, "dense_i", "kernel", path), 4, H, f"{path}/dense_i/kernel"
+        )
+        hidden_kernels = _split(
+            _read(cell, "dense_h", "kernel", path), 4, H, f"{path}/dense_h/kernel"
+        )
         biases = _split(_read(cell, "dense_h", "bias", path), 4, H, f"{path}/dense_h/bias")
         params = {name: {"kernel": k} for name, k in zip(_LSTM_INPUT, input_kernels)}
         for name, k, b in zip(_LSTM_HIDDEN, hidden_kernels, biases):
             params[name] = {"kernel": k, "bias": b}
     elif kind is nnx.GRUCell:
         # dense_i: (I, 3H) + (3H,); dense_h: (H, 3H), no bias. Column blocks: r, z, n.
-        input_kernels = _split(_read(cell, "dense_i", "kernel", path), 3, H, f"{path}/dense_i/kernel")
+        input_kernels = _split(
+            _read(cell, "dense_i", "kernel", path), 3, H, f"{path}/dense_i/kernel"
+        )
         input_biases = _split(_read(cell, "dense_i", "bias", path), 3, H, f"{path}/dense_i/bias")
-        hidden_kernels = _split(_read(cell, "dense_h", "kernel", path), 3, H, f"{path}/dense_h/kernel")
+        hidden_kernels = _split(
+            _read(cell, "dense_h", "kernel", path), 3, H, f"{path}/dense_h/kernel"
+        )
         params = {
             name: {"kernel": k, "bias": b}
             for name, k, b in zip(_GRU_INPUT, input_kernels, input_biases)
@@ -366,9 +379,11 @@ def _split(array, parts: int, features: int, where: str):
 def to_nnx(module: Module, variables: Mapping[str, Any]):
     """Builds the Flax NNX module equivalent to an rnnlib module with ``variables``.
 
-    The NNX module is constructed with ``rngs=nnx.Rngs(0)`` and the same configuration,
-    then every parameter is overwritten with the (split, renamed or concatenated)
-    arrays from ``variables``. Since rnnlib's variables are linen's, this also
+    The NNX module is constructed with ``rngs=nnx.Rngs(0)`` and the same configuration
+    (its initializers set to zeros, since nothing they make survives), then every
+    parameter is overwritten with the (split, renamed or concatenated) arrays from
+    ``variables``. A non-default ``carry_init`` goes to the NNX cell's constructor,
+    because ``nnx.RNN`` only uses the cell's own; flax >= 0.11 warns about that. Since rnnlib's variables are linen's, this also
     converts flax.linen variables: build the matching rnnlib module and pass them in.
     Example::
 
@@ -393,9 +408,11 @@ def to_nnx(module: Module, variables: Mapping[str, Any]):
     """
     if not isinstance(module, Module):
         name = f"{type(module).__module__}.{type(module).__qualname__}"
-        hint = " That is an NNX module; from_nnx converts in the other direction." if isinstance(
-            module, nnx.Module
-        ) else ""
+        hint = (
+            " That is an NNX module; from_nnx converts in the other direction."
+            if isinstance(module, nnx.Module)
+            else ""
+        )
         raise TypeError(f"to_nnx expects an rnnlib {_SUPPORTED}; got {name}.{hint}")
     params = params_of(variables, module)
     rngs = nnx.Rngs(0)
@@ -414,7 +431,10 @@ def _bidirectional_to_nnx(bi: Bidirectional, params, rngs):
                 f"to_nnx converts a Bidirectional whose directions are rnnlib RNNs; its {name} "
                 f"is {type(rnn).__module__}.{type(rnn).__qualname__}."
             )
-    expected = {"forward_rnn": {}} if bi.shares_parameters else {"forward_rnn": {}, "backward_rnn": {}}
+        _nnx_class(rnn.cell, f"params/{name}/cell")
+    expected = (
+        {"forward_rnn": {}} if bi.shares_parameters else {"forward_rnn": {}, "backward_rnn": {}}
+    )
     check_params(bi, params, expected)
     forward = _rnn_to_nnx(bi.forward_rnn, params["forward_rnn"], "params/forward_rnn", rngs)
     if bi.backward_rnn is bi.forward_rnn:
@@ -430,6 +450,7 @@ def _bidirectional_to_nnx(bi: Bidirectional, params, rngs):
 
 
 def _rnn_to_nnx(rnn: RNN, params, path: str, rngs):
+    _nnx_class(rnn.cell, f"{path}/cell")
     check_params(rnn, params, {"cell": {}}, path)
     return _nnx_rnn(rnn, _cell_to_nnx(rnn.cell, params["cell"], f"{path}/cell", rngs))
 
@@ -445,7 +466,8 @@ def _nnx_rnn(rnn: RNN, nnx_cell):
     )
 
 
-def _cell_to_nnx(cell, params, path: str, rngs):
+def _nnx_class(cell, path: str):
+    """The NNX class matching an rnnlib cell; raises for cells NNX does not have."""
     kind = type(cell)
     if kind is MGUCell or kind is ConvLSTMCell:
         raise TypeError(
@@ -460,6 +482,11 @@ def _cell_to_nnx(cell, params, path: str, rngs):
             f"(exactly these classes, not subclasses); the cell at {path} is "
             f"{kind.__module__}.{kind.__qualname__}."
         )
+    return _RNNLIB_CELLS[kind]
+
+
+def _cell_to_nnx(cell, params, path: str, rngs):
+    kind, nnx_class = type(cell), _nnx_class(cell, path)
     in_features = _in_features(cell, params, path)
     cell.check_variables(params, (in_features,), path)
 
@@ -475,14 +502,25 @@ def _cell_to_nnx(cell, params, path: str, rngs):
                 "held at zero."
             )
 
-    config = dict(dtype=cell.dtype, param_dtype=cell.param_dtype, rngs=rngs)
+    # Every parameter is overwritten below, so NNX's initializers only need to make arrays
+    # of the right shape: zeros are cheap, and unlike NNX's orthogonal default they work
+    # for every param_dtype (a QR in bfloat16 fails on CPU).
+    zeros = jax.nn.initializers.zeros
+    config = dict(
+        dtype=cell.dtype,
+        param_dtype=cell.param_dtype,
+        kernel_init=zeros,
+        recurrent_kernel_init=zeros,
+        bias_init=zeros,
+        rngs=rngs,
+    )
     if cell.carry_init is not jax.nn.initializers.zeros:
         config["carry_init"] = cell.carry_init
     if kind is SimpleCell:
         config.update(activation_fn=cell.activation_fn, residual=cell.residual)
     else:
         config.update(gate_fn=cell.gate_fn, activation_fn=cell.activation_fn)
-    out = _RNNLIB_CELLS[kind](in_features, cell.features, **config)
+    out = nnx_class(in_features, cell.features, **config)
 
     if kind is LSTMCell:
         for name in _LSTM_INPUT:
