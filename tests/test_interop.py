@@ -638,7 +638,7 @@ class _MyGRU(rnnlib.GRUCell):
     "module, expected",
     [
         (lambda: make_nnx_cell("GRUCell"), "from_nnx converts in the other direction"),
-        (lambda: nn.GRUCell(features=H), "to_nnx expects an rnnlib"),
+        (lambda: nn.GRUCell(features=H), "got flax.linen.recurrent.GRUCell"),
         (lambda: "GRUCell", "got builtins.str"),
     ],
     ids=["nnx_module", "linen_module", "string"],
