@@ -47,7 +47,8 @@ class Layout:
         time_axis: the index of the time axis (``None`` for a lone cell).
         signal_dims: the sizes of the signal axes (``()`` for dense cells).
         feature_axes: the indices of the cell's feature axes, ``(*signal, channels)``.
-        features: the size of the last axis, the channels the cell reads.
+        channels: the size of the last axis, the channels the cell reads (not the
+            cell's ``features``, which is the width of what it produces).
         carry_shapes: the shapes ``initialize_carry`` gives, with the carry's structure
             (a pair for ``Bidirectional``: forward and backward).
         output_shape: the shape of the module's output for this input.
@@ -60,7 +61,7 @@ class Layout:
     time_axis: int | None
     signal_dims: tuple[int, ...]
     feature_axes: tuple[int, ...]
-    features: int
+    channels: int
     carry_shapes: Any
     output_shape: tuple[int, ...]
 
@@ -75,7 +76,7 @@ class Layout:
             lines.append(f"  axis {axis}  size {size:>{width}}  {role}")
         lines.append(
             f"  batch_dims={self.batch_dims}  time_axis={self.time_axis}  "
-            f"signal_dims={self.signal_dims}  features={self.features}"
+            f"signal_dims={self.signal_dims}  channels={self.channels}"
         )
         lines.append(f"  carry shapes: {self.carry_shapes}")
         lines.append(f"  output shape: {self.output_shape}")
@@ -181,7 +182,7 @@ def layout(module, input_shape, *, time_major: bool = False) -> Layout:
         time_axis=time_axis,
         signal_dims=input_shape[first_feature:-1],
         feature_axes=tuple(range(first_feature, len(input_shape))),
-        features=input_shape[-1],
+        channels=input_shape[-1],
         carry_shapes=carry,
         output_shape=output_shape,
     )
