@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from rnnlib.cell_base import RNNCellBase, check_features
-from rnnlib.linear import affine, dense_params, fused
+from rnnlib.linear import affine, dense_params, fused, orthogonal
 
 
 def _single_carry(cell, rng, input_shape):
@@ -53,7 +53,7 @@ class GRUCell(RNNCellBase):
     gate_fn: Callable[..., Any] = jax.nn.sigmoid
     activation_fn: Callable[..., Any] = jnp.tanh
     kernel_init: Callable[..., Any] = jax.nn.initializers.lecun_normal()
-    recurrent_kernel_init: Callable[..., Any] = jax.nn.initializers.orthogonal()
+    recurrent_kernel_init: Callable[..., Any] = orthogonal()
     bias_init: Callable[..., Any] = jax.nn.initializers.zeros
     dtype: Any = None
     param_dtype: Any = jnp.float32
@@ -143,7 +143,7 @@ class MGUCell(RNNCellBase):
     gate_fn: Callable[..., Any] = jax.nn.sigmoid
     activation_fn: Callable[..., Any] = jnp.tanh
     kernel_init: Callable[..., Any] = jax.nn.initializers.lecun_normal()
-    recurrent_kernel_init: Callable[..., Any] = jax.nn.initializers.orthogonal()
+    recurrent_kernel_init: Callable[..., Any] = orthogonal()
     forget_bias_init: Callable[..., Any] = jax.nn.initializers.ones
     activation_bias_init: Callable[..., Any] = jax.nn.initializers.zeros
     dtype: Any = None

@@ -15,6 +15,20 @@ import jax.numpy as jnp
 from jax import lax
 
 
+def orthogonal(scale: float = 1.0):
+    """An orthogonal initializer, like ``jax.nn.initializers.orthogonal``, that also works
+    for bfloat16 and float16 parameters: it draws in float32 and casts, because XLA's QR
+    decomposition has no half-precision kernel on CPU (Flax's linen cells fail there)."""
+    draw = jax.nn.initializers.orthogonal(scale)
+
+    def init(key, shape, dtype=jnp.float32):
+        if jnp.issubdtype(dtype, jnp.floating) and jnp.finfo(dtype).bits < 32:
+            return draw(key, shape, jnp.float32).astype(dtype)
+        return draw(key, shape, dtype)
+
+    return init
+
+
 def dense_params(key, in_features: int, features: int, kernel_init, bias_init, param_dtype):
     """``{'kernel': (in_features, features)}``, plus ``'bias': (features,)`` if ``bias_init``."""
     kernel_key, bias_key = jax.random.split(key)

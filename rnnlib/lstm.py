@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from rnnlib.cell_base import RNNCellBase, check_features
-from rnnlib.linear import affine, dense_params, fused
+from rnnlib.linear import affine, dense_params, fused, orthogonal
 
 _INPUT = ("ii", "if", "ig", "io")
 _HIDDEN = ("hi", "hf", "hg", "ho")
@@ -58,7 +58,7 @@ class LSTMCell(RNNCellBase):
     gate_fn: Callable[..., Any] = jax.nn.sigmoid
     activation_fn: Callable[..., Any] = jnp.tanh
     kernel_init: Callable[..., Any] = jax.nn.initializers.lecun_normal()
-    recurrent_kernel_init: Callable[..., Any] = jax.nn.initializers.orthogonal()
+    recurrent_kernel_init: Callable[..., Any] = orthogonal()
     bias_init: Callable[..., Any] = jax.nn.initializers.zeros
     dtype: Any = None
     param_dtype: Any = jnp.float32

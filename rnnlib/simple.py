@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from rnnlib.cell_base import RNNCellBase, check_features
-from rnnlib.linear import affine, dense_params
+from rnnlib.linear import affine, dense_params, orthogonal
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -46,7 +46,7 @@ class SimpleCell(RNNCellBase):
     features: int
     activation_fn: Callable[..., Any] = jnp.tanh
     kernel_init: Callable[..., Any] = jax.nn.initializers.lecun_normal()
-    recurrent_kernel_init: Callable[..., Any] = jax.nn.initializers.orthogonal()
+    recurrent_kernel_init: Callable[..., Any] = orthogonal()
     bias_init: Callable[..., Any] = jax.nn.initializers.zeros
     dtype: Any = None
     param_dtype: Any = jnp.float32

@@ -68,13 +68,26 @@ def test_every_parameter_of_a_cell_gets_its_own_random_values():
 
 
 def test_param_dtype_sets_the_dtype_of_parameters_and_of_the_initial_carry():
-    # jax's orthogonal initializer has no bfloat16 QR on CPU (nor has Flax's), so use another.
-    init = jax.nn.initializers.lecun_normal()
-    cell = GRUCell(features=4, param_dtype=jnp.bfloat16, recurrent_kernel_init=init)
+    # The default recurrent initializer draws in float32 and casts: jax's own orthogonal
+    # initializer (and so Flax's linen cells) cannot run a bfloat16 QR on CPU.
+    cell = GRUCell(features=4, param_dtype=jnp.bfloat16)
     carry = cell.initialize_carry(jax.random.key(0), (2, 3))
     variables = cell.init(jax.random.key(0), carry, jnp.ones((2, 3), jnp.bfloat16))
     assert carry.dtype == jnp.bfloat16
     assert {x.dtype for x in jax.tree_util.tree_leaves(variables)} == {jnp.dtype(jnp.bfloat16)}
+
+
+@pytest.mark.parametrize("cls", [LSTMCell, GRUCell, MGUCell, SimpleCell])
+def test_default_recurrent_kernels_are_orthogonal_in_every_dtype(cls):
+    for dtype in (jnp.float32, jnp.bfloat16):
+        cell = cls(features=5, param_dtype=dtype)
+        params = cell.create_params(jax.random.key(0), (2, 3))
+        name = {"LSTMCell": "hi", "GRUCell": "hr", "MGUCell": "hf", "SimpleCell": "h"}[cls.__name__]
+        kernel = np.asarray(params[name]["kernel"], np.float32)
+        assert params[name]["kernel"].dtype == dtype
+        np.testing.assert_allclose(
+            kernel.T @ kernel, np.eye(5), atol=2e-2 if dtype != jnp.float32 else 1e-5
+        )
 
 
 def test_repr_shows_required_fields_and_the_ones_changed_from_defaults():
