@@ -397,7 +397,8 @@ def to_nnx(module: Module, variables: Mapping[str, Any]):
         variables: ``{'params': {...}}`` for ``module``, as ``module.init`` returns.
 
     Returns:
-        The NNX module: ``nnx.LSTMCell`` and so on, ``nnx.RNN`` or ``nnx.Bidirectional``.
+        An NNX module of the matching class (``nnx.LSTMCell`` and so on, ``nnx.RNN`` or
+        ``nnx.Bidirectional``).
 
     Raises:
         TypeError: for ``MGUCell`` and ``ConvLSTMCell`` (NNX has neither; the message
