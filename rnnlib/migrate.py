@@ -8,7 +8,7 @@ with ``features``, and ``initialize_carry`` is an instance method that reads the
 the shape of one input step: ``nn.LSTMCell(features=64).initialize_carry(rng, (16, 8))``.
 
 ``python -m rnnlib.migrate`` reads ``.py`` files and Jupyter notebooks (``.ipynb``, the code
-cells), parses them with :mod:`ast` (never with regular expressions), and reports:
+cells), parses them with Python's ``ast`` module (never with regular expressions), and reports:
 
 ``MIG001`` static ``initialize_carry``
     ``SomeCell.initialize_carry(rng, batch_dims, size[, init_fn])`` called on a cell *class*,
@@ -58,7 +58,12 @@ int, or null outside notebooks), ``line``, ``col``, ``code``, ``message``, ``sug
 
 * ``X.initialize_carry(rng, batch_dims, size[, init_fn])`` for ``X`` a Flax ``LSTMCell``,
   ``OptimizedLSTMCell`` or ``GRUCell`` becomes
-  ``X(features=size[, carry_init=init_fn]).initialize_carry(rng, batch_dims + (1,))``.
+  ``X(features=size[, carry_init=init_fn], parent=None).initialize_carry(rng, batch_dims + (1,))``.
+  ``parent=None`` matters when the call runs inside a ``@nn.compact`` method (as a static
+  ``initialize_carry`` called from ``__call__`` does): without it linen would make the new cell
+  a child of the enclosing module, where it takes an auto-name such as ``LSTMCell_0`` and
+  shifts the auto-names of the cells built after it, so an old checkpoint would no longer
+  match. Outside a module it changes nothing.
   The trailing ``1`` stands for the input feature count, which the current API wants in the
   input shape but which the carry of these three cells does not depend on, so any positive
   number gives the same carry; the fixer writes a comment saying so above the statement.
@@ -67,7 +72,8 @@ int, or null outside notebooks), ``line``, ``col``, ``code``, ``message``, ``sug
   only when it is a ``flax``/``jax`` initializer, because the current API calls it as
   ``carry_init(key, shape, dtype)``, with one argument more than 0.6 did.
 * ``RNN(Cell(), cell_size=n)`` becomes ``RNN(Cell(features=n))`` for the three cells above,
-  and ``cell_size`` is dropped when the cell already has a matching ``features``.
+  and ``cell_size`` is dropped when the cell already has a matching ``features`` (when both are
+  int literals that differ, the finding says so and the fixer does not choose between them).
 
 It does not fix ``ConvLSTMCell.initialize_carry``, because the current call needs the cell's
 ``kernel_size`` and takes the carry's signal dims from the input, neither of which the old
@@ -130,6 +136,11 @@ _PLACEHOLDER_COMMENT = (
     "the carry ignores it."
 )
 _CELL_ERR = "code cell could not be parsed"
+# Why the rewrite builds a linen cell with parent=None (said once in every such suggestion).
+_PARENT_NONE_WHY = (
+    "parent=None keeps the new cell from becoming a submodule of an enclosing compact "
+    "module, where its auto-name would shift later cells' parameter names"
+)
 
 
 @dataclasses.dataclass
@@ -423,6 +434,14 @@ def _is_int_like(node) -> bool:
     return True
 
 
+def _int_literal(node) -> bool:
+    return (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, int)
+        and not isinstance(node.value, bool)
+    )
+
+
 def _same(a, b) -> bool:
     return a is not None and b is not None and ast.dump(a) == ast.dump(b)
 
@@ -540,13 +559,15 @@ class _Checker:
         init_part = f", carry_init={seg(init)}" if init is not None else ""
         if name in _CONV_CELLS:
             return self._conv_suggestion(
-                call, message, new_spelled, rng_src, batch, size, init_part
+                call, message, new_spelled, rng_src, batch, size, init_part, family
             )
+        parent_part = ", parent=None" if family == "flax" else ""
+        why = f"; {_PARENT_NONE_WHY}" if parent_part else ""
         suggestion = (
-            f"{new_spelled}(features={seg(size)}{init_part}).initialize_carry("
+            f"{new_spelled}(features={seg(size)}{init_part}{parent_part}).initialize_carry("
             f"{rng_src}, {_with_placeholder(self.src, batch, '<input features>')})"
             f"  # any positive <input features> gives the same carry, since the carry of "
-            f"{new_name} does not depend on it; --fix writes 1"
+            f"{new_name} does not depend on it; --fix writes 1{why}"
         )
         reason = None
         if family == "legacy":
@@ -595,7 +616,7 @@ class _Checker:
         features = f"(features={seg(size)}"
         if init is not None:
             features += f", carry_init={seg(init)}"
-        features += ")"
+        features += ", parent=None)"  # only Flax cells get here; see _PARENT_NONE_WHY
         edits = [(self.src.end(owner), self.src.end(owner), features)]
         batch_kw = _keyword(call, "batch_dims")
         shape = _with_placeholder(self.src, batch, "1")
@@ -616,7 +637,7 @@ class _Checker:
         comment = _comment_edit(self.src, self._statement(call))
         return edits + removals + ([comment] if comment else [])
 
-    def _conv_suggestion(self, call, message, spelled, rng_src, batch, size, init_part):
+    def _conv_suggestion(self, call, message, spelled, rng_src, batch, size, init_part, family):
         seg = self.src.segment
         if isinstance(size, ast.Tuple) and size.elts:
             features = seg(size.elts[-1])
@@ -631,9 +652,11 @@ class _Checker:
         else:
             features, kernel = f"{seg(size)}[-1]", "<kernel_size>"
             shape = f"{seg(batch)} + {seg(size)}[:-1] + (<input channels>,)"
+        parent_part = ", parent=None" if family == "flax" else ""
+        why = f"  # {_PARENT_NONE_WHY}" if parent_part else ""
         suggestion = (
-            f"{spelled}(features={features}, kernel_size={kernel}{init_part})"
-            f".initialize_carry({rng_src}, {shape})"
+            f"{spelled}(features={features}, kernel_size={kernel}{init_part}{parent_part})"
+            f".initialize_carry({rng_src}, {shape}){why}"
         )
         return self._add(
             call,
@@ -701,7 +724,14 @@ class _Checker:
         else:
             features = _features_of(cell_call)
             last = size.elts[-1] if isinstance(size, ast.Tuple) and size.elts else size
-            if not _same(features, last):
+            if _int_literal(features) and _int_literal(last) and features.value != last.value:
+                said = f"is {last.value}" if last is size else f"{seg(size)} ends in {last.value}"
+                reason = (
+                    f"cell_size {said}, but the cell's features is {features.value}; "
+                    f"the fixer will not choose between them: set features to the width you "
+                    f"mean, then drop cell_size"
+                )
+            elif not _same(features, last):
                 reason = (
                     "cannot tell that cell_size agrees with the cell's features; drop cell_size "
                     "once they agree"

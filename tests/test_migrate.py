@@ -147,7 +147,8 @@ def test_text_output_reports_path_line_col_code_and_suggestion(capsys):
     assert code == 1 and err == ""
     assert f"{CORPUS / GRU_LM}:{line}:{col}: MIG001 " in out
     assert (
-        "suggestion: nn.GRUCell(features=HIDDEN_SIZE).initialize_carry(jax.random.PRNGKey(1), "
+        "suggestion: nn.GRUCell(features=HIDDEN_SIZE, parent=None).initialize_carry("
+        "jax.random.PRNGKey(1), "
         "(BATCH, <input features>))" in out
     )
 
@@ -411,13 +412,16 @@ def test_fix_rewrites_the_gru_model_and_leaves_every_other_byte_alone(tmp_path, 
         "nn.RNN(nn.GRUCell(features=HIDDEN_SIZE), return_carry=True)",
     ).replace(
         "nn.GRUCell.initialize_carry(jax.random.PRNGKey(1), (BATCH,), HIDDEN_SIZE)",
-        "nn.GRUCell(features=HIDDEN_SIZE).initialize_carry(jax.random.PRNGKey(1), (BATCH, 1))",
+        "nn.GRUCell(features=HIDDEN_SIZE, parent=None)"
+        ".initialize_carry(jax.random.PRNGKey(1), (BATCH, 1))",
     )
     assert expected != original
     assert without_migrate_comments(fixed) == expected
     # The placeholder is explained right above the rewritten statement.
     lines = fixed.splitlines()
-    at = next(i for i, line in enumerate(lines) if "nn.GRUCell(features=HIDDEN_SIZE).init" in line)
+    at = next(
+        i for i, line in enumerate(lines) if "nn.GRUCell(features=HIDDEN_SIZE, parent" in line
+    )
     assert lines[at - 1].startswith("# rnnlib.migrate:") and "input features" in lines[at - 1]
 
 
@@ -430,7 +434,7 @@ def test_fix_of_multiline_static_call_keeps_its_layout(tmp_path, capsys):
     expected = original.replace(
         "nn.OptimizedLSTMCell.initialize_carry(\n"
         "            jax.random.PRNGKey(0), batch_dims, hidden_size\n",
-        "nn.OptimizedLSTMCell(features=hidden_size).initialize_carry(\n"
+        "nn.OptimizedLSTMCell(features=hidden_size, parent=None).initialize_carry(\n"
         "            jax.random.PRNGKey(0), batch_dims + (1,)\n",
     )
     assert expected != original
@@ -477,7 +481,7 @@ def test_fix_lists_what_it_could_not_fix_and_why(tmp_path, capsys):
         ),
         ("import flax.linen as nn\nr = nn.RNN(cell, cell_size=8)\n", "built elsewhere"),
         ("import flax.linen as nn\nr = nn.RNN(nn.LSTMCell(), 8, True)\n", "positional"),
-        ("import flax.linen as nn\nr = nn.RNN(nn.LSTMCell(features=4), cell_size=8)\n", "agrees"),
+        ("import flax.linen as nn\nr = nn.RNN(nn.LSTMCell(features=H), cell_size=8)\n", "agrees"),
         (
             "import flax.linen as nn\nr = nn.RNN(nn.LSTMCell(),  # the cell\n  cell_size=8)\n",
             "comment",
@@ -491,7 +495,7 @@ def test_fix_lists_what_it_could_not_fix_and_why(tmp_path, capsys):
         "star-args",
         "cell-variable",
         "positional-after-cell-size",
-        "features-disagree",
+        "features-not-a-literal",
         "comment",
     ],
 )
@@ -503,6 +507,30 @@ def test_ambiguous_cases_are_left_alone_with_a_reason(source, reason_part, tmp_p
     first = report["findings"][0]
     assert first["fixable"] is False and first["fixed"] is False
     assert reason_part in first["reason"]
+
+
+@pytest.mark.parametrize(
+    "rnn, size, features",
+    [
+        ("nn.RNN(nn.GRUCell(features=8), cell_size=16)", "16", "8"),
+        ("nn.RNN(nn.LSTMCell(4), 12)", "12", "4"),
+        ("nn.RNN(cell=nn.GRUCell(features=32), cell_size=(64))", "64", "32"),
+    ],
+    ids=["keyword", "positional", "cell-keyword"],
+)
+def test_literal_cell_size_that_disagrees_with_features_is_named_and_left_alone(
+    rnn, size, features, tmp_path, capsys
+):
+    source = f"import flax.linen as nn\nr = {rnn}\n"
+    path = write(tmp_path / "case.py", source)
+    code, report = run_json([path, "--fix"], capsys)
+    assert code == 1 and path.read_text() == source
+    [finding] = report["findings"]
+    assert finding["code"] == "MIG002" and not finding["fixable"] and not finding["fixed"]
+    reason = finding["reason"]
+    # Both widths are literals, so the reason says they differ (not that it "cannot tell").
+    assert f"cell_size is {size}," in reason and f"features is {features};" in reason
+    assert "will not choose between them" in reason and "cannot tell" not in reason
 
 
 def test_fix_never_touches_a_file_that_does_not_parse(tmp_path, capsys):
@@ -529,7 +557,7 @@ def test_fix_keeps_crlf_line_endings_encoding_and_unicode_bytes(tmp_path, capsys
     assert "\n" not in "".join(lines)  # every line still ends in CRLF
     expected = source.replace(
         "nn.LSTMCell.initialize_carry(key, (2,), 3)",
-        "nn.LSTMCell(features=3).initialize_carry(key, (2, 1))",
+        "nn.LSTMCell(features=3, parent=None).initialize_carry(key, (2, 1))",
     ).replace("nn.RNN(nn.LSTMCell(), cell_size=3)", "nn.RNN(nn.LSTMCell(features=3))")
     assert (
         "".join(line + "\r\n" for line in lines[:-1] if not line.startswith("# rnnlib.migrate:"))
@@ -542,31 +570,31 @@ def test_fix_keeps_crlf_line_endings_encoding_and_unicode_bytes(tmp_path, capsys
     [
         (
             "nn.LSTMCell.initialize_carry(k, (4,), 8)",
-            "nn.LSTMCell(features=8).initialize_carry(k, (4, 1))",
+            "nn.LSTMCell(features=8, parent=None).initialize_carry(k, (4, 1))",
         ),
         (
             "nn.LSTMCell.initialize_carry(k, (), 8)",
-            "nn.LSTMCell(features=8).initialize_carry(k, (1,))",
+            "nn.LSTMCell(features=8, parent=None).initialize_carry(k, (1,))",
         ),
         (
             "nn.GRUCell.initialize_carry(k, x.shape[:-1], 8)",
-            "nn.GRUCell(features=8).initialize_carry(k, x.shape[:-1] + (1,))",
+            "nn.GRUCell(features=8, parent=None).initialize_carry(k, x.shape[:-1] + (1,))",
         ),
         (
             "nn.GRUCell.initialize_carry(k, a + b, 8)",
-            "nn.GRUCell(features=8).initialize_carry(k, a + b + (1,))",
+            "nn.GRUCell(features=8, parent=None).initialize_carry(k, a + b + (1,))",
         ),
         (
             "nn.GRUCell.initialize_carry(k, (*b,), h * 2)",
-            "nn.GRUCell(features=h * 2).initialize_carry(k, (*b, 1))",
+            "nn.GRUCell(features=h * 2, parent=None).initialize_carry(k, (*b, 1))",
         ),
         (
             "nn.LSTMCell.initialize_carry(rng=k, size=8, batch_dims=(2,))",
-            "nn.LSTMCell(features=8).initialize_carry(rng=k, input_shape=(2, 1))",
+            "nn.LSTMCell(features=8, parent=None).initialize_carry(rng=k, input_shape=(2, 1))",
         ),
         (
             "nn.LSTMCell.initialize_carry(k, (2,), 8, nn.initializers.normal(0.1))",
-            "nn.LSTMCell(features=8, carry_init=nn.initializers.normal(0.1))"
+            "nn.LSTMCell(features=8, carry_init=nn.initializers.normal(0.1), parent=None)"
             ".initialize_carry(k, (2, 1))",
         ),
         ("nn.RNN(nn.GRUCell(), cell_size=8)", "nn.RNN(nn.GRUCell(features=8))"),
@@ -659,7 +687,7 @@ def test_notebook_magics_are_skipped_and_kept_by_the_fixer(tmp_path, capsys):
     code, _ = run_json([path, "--fix"], capsys)
     source = "".join(json.loads(path.read_text())["cells"][2]["source"])
     assert source.startswith("%matplotlib inline\n!echo hi\n")
-    assert "nn.LSTMCell(features=3).initialize_carry(k, (2, 1))" in source
+    assert "nn.LSTMCell(features=3, parent=None).initialize_carry(k, (2, 1))" in source
 
 
 @pytest.mark.parametrize(
@@ -687,6 +715,84 @@ def test_notebook_with_a_layout_it_cannot_reproduce_is_not_rewritten(tmp_path, c
 
 
 # --------------------------------------------------------------------------- running the result
+
+
+CARRY_IN_COMPACT = """import jax
+import jax.numpy as jnp
+import flax.linen as nn
+
+
+class Model(nn.Module):
+    @staticmethod
+    def initialize_carry(batch_dims, size):
+        return nn.{cell}.initialize_carry(jax.random.PRNGKey(0), batch_dims, size)
+
+    @nn.compact
+    def __call__(self, x):
+        carry = Model.initialize_carry(x.shape[:1], 4)
+        y = nn.RNN(nn.{cell}(features=4))(x, initial_carry=carry)
+        return nn.Dense(2)(y)
+"""
+
+NO_CARRY_CELL = """import jax.numpy as jnp
+import flax.linen as nn
+
+
+class Model(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        y = nn.RNN(nn.{cell}(features=4))(x)  # RNN's own zero carry: no cell built for it
+        return nn.Dense(2)(y)
+"""
+
+
+def param_paths(source):
+    """The parameter paths (with shapes) of `Model` in `source`, traced under current Flax."""
+    namespace = {}
+    exec(compile(source, "<model>", "exec"), namespace)
+    x = jax.numpy.zeros((3, 5, 2))
+    shapes = jax.eval_shape(namespace["Model"]().init, jax.random.PRNGKey(0), x)["params"]
+    flat = jax.tree_util.tree_flatten_with_path(shapes)[0]
+    return {jax.tree_util.keystr(path): leaf.shape for path, leaf in flat}
+
+
+@pytest.mark.parametrize("cell", ["LSTMCell", "OptimizedLSTMCell", "GRUCell"])
+def test_rewrite_inside_a_compact_method_adds_no_submodule_and_keeps_auto_names(
+    cell, tmp_path, capsys
+):
+    path = write(tmp_path / "model.py", CARRY_IN_COMPACT.format(cell=cell))
+    code, report = run_json([path, "--fix"], capsys)
+    assert code == 0 and report["fully_fixed_files"] == [str(path)]
+    fixed = path.read_text()
+    assert f"nn.{cell}(features=size, parent=None).initialize_carry(" in fixed
+    reference = param_paths(NO_CARRY_CELL.format(cell=cell))
+    assert any(f"['{cell}_0']" in p for p in reference)  # the RNN's cell is auto-named
+    # The rewritten carry call builds a cell but adds nothing to the tree: the RNN's cell
+    # keeps the name it has when no carry cell is built at all.
+    assert param_paths(fixed) == reference
+    # Without parent=None the carry cell would bind to Model and take `{cell}_0` first,
+    # moving the RNN's parameters to `{cell}_1`: an old checkpoint would no longer load.
+    bound = param_paths(fixed.replace(", parent=None", ""))
+    assert bound != reference and any(f"['{cell}_1']" in p for p in bound)
+
+
+def test_suggestion_says_why_flax_cells_get_parent_none_and_legacy_ones_do_not(tmp_path, capsys):
+    source = (
+        "import flax.linen as nn\nfrom rnnlib import legacy\n"
+        "a = nn.GRUCell.initialize_carry(k, (2,), 3)\n"
+        "b = legacy.GRUCell.initialize_carry(k, (2,), 3)\n"
+        "c = nn.ConvLSTMCell.initialize_carry(k, (2,), (5, 3))\n"
+    )
+    _, findings = scan_snippet(tmp_path, capsys, source)
+    flax_dense, legacy_dense, conv = (f["suggestion"] for f in findings)
+    assert "nn.GRUCell(features=3, parent=None).initialize_carry(k, (2, <input features>))" in (
+        flax_dense
+    )
+    assert "parent=None" not in legacy_dense and not findings[1]["fixable"]
+    assert "nn.ConvLSTMCell(features=3, kernel_size=(<k>,), parent=None)" in conv
+    for suggestion in (flax_dense, conv):
+        why = suggestion.split("parent=None keeps", 1)[1]
+        assert "submodule" in why and "parameter names" in why
 
 
 def test_fixer_claims_exactly_the_gru_model_and_the_notebook_as_fully_fixed(tmp_path, capsys):
