@@ -21,8 +21,8 @@ same variables give the same numbers in both APIs::
     from rnnlib import legacy
     carry = legacy.LSTMCell.initialize_carry(key, (16,), 64)
     variables = legacy.LSTMCell().init(key, carry, x)       # x: (16, in_features)
-    new = rnnlib.LSTMCell(features=64)
-    assert new.apply(variables, carry, x) == legacy.LSTMCell().apply(variables, carry, x)
+    old_out = legacy.LSTMCell().apply(variables, carry, x)
+    new_out = rnnlib.LSTMCell(features=64).apply(variables, carry, x)  # identical arrays
 
 Each entry point (building a legacy cell, ``RNN`` or ``Bidirectional``, and each
 static ``initialize_carry``) emits a ``DeprecationWarning`` that spells out the
@@ -34,11 +34,14 @@ What is kept from 0.6.11, and what is not:
   no way to know what fits. The step computes as 0.6.11 did and fails where it
   failed, at the sum of the input and hidden projections, with the same
   ``TypeError`` (the message adds one sentence about where the carry came from).
+  For ``ConvLSTMCell`` the shapes in the message are 0.6.11's; the LSTMs add all
+  four gates at once, so their shapes end in ``4 * size`` where 0.6.11 added gate
+  by gate.
 - 0.6.11's crashes are not kept: ``RNN`` accepts ``seq_lengths`` without
   ``return_carry``, takes any number of batch dims with ``seq_lengths``, and a
   sequence of length 0 returns its initial carry (0.6.11 returned the carry after
   the last padded step). A ``cell_size`` that cannot fit the cell or the input
-  raises a ``ValueError`` naming both.
+  raises an error naming both.
 """
 
 from __future__ import annotations
@@ -552,6 +555,11 @@ class RNN(Module):
             object.__setattr__(self, "cell_size", size)
         else:
             _check_dense_size(owner, self.cell_size, "cell_size")
+        for flag in ("time_major", "return_carry", "reverse", "keep_order"):
+            value = getattr(self, flag)
+            if not isinstance(value, (bool, np.bool_)):
+                raise TypeError(f"legacy.RNN expects {flag} to be a bool; got {value!r}.")
+        self.new_rnn()  # rnnlib.RNN checks unroll
         _deprecated(_old_spelling(self), _new_spelling(self), stacklevel=3)
 
     def new_rnn(self) -> rnnlib.RNN:

@@ -526,6 +526,15 @@ def test_rnn_rejects_a_cell_size_that_cannot_fit_the_cell(cell, cell_size, error
         legacy.RNN(cell(), cell_size=cell_size)
 
 
+def test_rnn_rejects_flags_that_are_not_bools_and_a_bad_unroll():
+    with pytest.raises(
+        TypeError, match=re.escape("legacy.RNN expects reverse to be a bool; got 1")
+    ):
+        legacy.RNN(legacy.LSTMCell(), 4, reverse=1)
+    with pytest.raises(ValueError, match=re.escape("unroll >= 1")):
+        legacy.RNN(legacy.LSTMCell(), 4, unroll=0)
+
+
 def test_conv_lstm_rnn_names_the_cell_size_that_fits_the_input():
     rnn = legacy.RNN(legacy.ConvLSTMCell(6, (3, 3)), cell_size=(32, 32, 6))
     with pytest.raises(ValueError, match=re.escape("use cell_size=(4, 4, 6)")):
