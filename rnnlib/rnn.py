@@ -84,7 +84,14 @@ class RNN(Module):
 
     def __post_init__(self):
         if not isinstance(self.cell, RNNCellBase):
-            raise TypeError(f"RNN expects an RNNCellBase cell; got {type(self.cell).__name__}.")
+            kind = type(self.cell)
+            hint = ""
+            if kind.__module__ == "rnnlib.legacy":
+                hint = " Legacy cells run in rnnlib.legacy.RNN(cell, cell_size)."
+            raise TypeError(
+                "RNN expects an rnnlib.RNNCellBase cell, such as rnnlib.LSTMCell(features=...); "
+                f"got {kind.__module__}.{kind.__qualname__}.{hint}"
+            )
         for flag in ("time_major", "return_carry", "reverse", "keep_order"):
             value = getattr(self, flag)
             if not isinstance(value, (bool, np.bool_)):

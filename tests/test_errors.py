@@ -254,3 +254,12 @@ def test_rnn_rejects_flags_that_are_not_bools(flag):
 def test_rnn_rejects_an_unroll_that_is_not_a_positive_int(unroll, exc):
     with _raises(exc, "unroll", repr(unroll) if exc is TypeError else "got 0"):
         RNN(GRUCell(4), unroll=unroll)
+
+
+def test_rnn_given_a_legacy_cell_points_at_legacy_rnn():
+    from rnnlib import legacy
+
+    with pytest.warns(DeprecationWarning):
+        cell = legacy.LSTMCell()
+    with _raises(TypeError, "rnnlib.legacy.LSTMCell", "legacy.RNN(cell, cell_size)"):
+        RNN(cell)
