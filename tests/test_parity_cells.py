@@ -1,0 +1,291 @@
+"""One step of every rnnlib cell against the same cell from flax.linen."""
+
+import dataclasses
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax.core import freeze
+
+import rnnlib
+from tests.parity_helpers import (
+    ALL_CELLS,
+    BATCH_DIMS,
+    BATCH_IDS,
+    CELLS_BY_ID,
+    CONV_CELLS,
+    CUSTOM_FN_CELLS,
+    DENSE_CELLS,
+    GRAD_TOLERANCES,
+    TOLERANCES,
+    assert_matches_flax,
+    assert_same_signature,
+    assert_trees_close,
+    jit_apply,
+    random_array,
+    random_like,
+    random_variables,
+)
+
+CELL_CLASSES = [
+    "LSTMCell",
+    "OptimizedLSTMCell",
+    "GRUCell",
+    "MGUCell",
+    "SimpleCell",
+    "ConvLSTMCell",
+]
+CELL_IDS = [case.id for case in ALL_CELLS]
+BUILTIN_CELLS = DENSE_CELLS + CONV_CELLS
+
+
+def _ids(case):
+    return case.id
+
+
+def _step_input(case, batch_dims, seed, dtype=jnp.float32):
+    return random_array(seed, (*batch_dims, *case.feature_shape), dtype)
+
+
+def _random_carry(cell, seed, x):
+    """A random carry with the structure, shapes and dtypes of ``initialize_carry``."""
+    return random_like(seed, cell.initialize_carry(jax.random.key(0), x.shape))
+
+
+def _flax_fields(cls):
+    return [f for f in dataclasses.fields(cls) if f.name not in ("parent", "name")]
+
+
+def _default(field):
+    if field.default is not dataclasses.MISSING:
+        return field.default
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    return dataclasses.MISSING
+
+
+@pytest.mark.parametrize("name", CELL_CLASSES)
+def test_cell_has_flax_fields_in_flax_order_with_equivalent_defaults(name):
+    flax_fields = _flax_fields(getattr(nn, name))
+    flax_names = [f.name for f in flax_fields]
+    ours = {f.name: f for f in dataclasses.fields(getattr(rnnlib, name))}
+    assert set(flax_names) <= ours.keys()
+    assert [n for n in ours if n in flax_names] == flax_names
+    key = jax.random.key(3)
+    for field in flax_fields:
+        want, got = _default(field), _default(ours[field.name])
+        if field.name.endswith("_init"):
+            # Initializers: the same values for the same key, shape and dtype.
+            np.testing.assert_array_equal(
+                got(key, (5, 5), jnp.float32), want(key, (5, 5), jnp.float32), err_msg=field.name
+            )
+        elif field.name.endswith("_fn"):
+            x = jnp.linspace(-4.0, 4.0, 17)
+            np.testing.assert_allclose(got(x), want(x), rtol=1e-6, err_msg=field.name)
+        else:
+            assert got == want, field.name
+
+
+def test_cells_take_required_fields_positionally_like_flax():
+    assert rnnlib.LSTMCell(5).features == nn.LSTMCell(5).features == 5
+    conv, flax_conv = rnnlib.ConvLSTMCell(3, (2, 2)), nn.ConvLSTMCell(3, (2, 2))
+    assert (conv.features, tuple(conv.kernel_size)) == (flax_conv.features, (2, 2))
+
+
+@pytest.mark.parametrize("case", ALL_CELLS, ids=CELL_IDS)
+def test_cell_num_feature_axes_matches_flax(case):
+    flax_cell, cell = case.twins()
+    assert cell.num_feature_axes == flax_cell.num_feature_axes == len(case.feature_shape)
+
+
+@pytest.mark.parametrize("batch_dims", BATCH_DIMS, ids=BATCH_IDS)
+@pytest.mark.parametrize("case", BUILTIN_CELLS, ids=_ids)
+def test_initialize_carry_matches_flax(case, batch_dims):
+    flax_cell, cell = case.twins()
+    input_shape = (*batch_dims, *case.feature_shape)
+    key = jax.random.key(1)
+    assert_trees_close(
+        cell.initialize_carry(key, input_shape),
+        flax_cell.initialize_carry(key, input_shape),
+        rtol=0,
+        atol=0,
+    )
+
+
+@pytest.mark.parametrize("case", [DENSE_CELLS[0], DENSE_CELLS[2], CONV_CELLS[0]], ids=_ids)
+def test_initialize_carry_with_random_carry_init_matches_flax_values(case):
+    carry_init = jax.nn.initializers.normal(1.0)
+    flax_cell, cell = case.twins(carry_init=carry_init)
+    input_shape = (2, *case.feature_shape)
+    for key in (jax.random.key(4), jax.random.PRNGKey(4)):
+        assert_trees_close(
+            cell.initialize_carry(key, input_shape),
+            flax_cell.initialize_carry(key, input_shape),
+            rtol=0,
+            atol=0,
+        )
+
+
+@pytest.mark.parametrize("case", BUILTIN_CELLS, ids=_ids)
+def test_cell_init_has_flax_tree_and_flax_applies_it_with_rnnlib_numbers(case):
+    flax_cell, cell = case.twins()
+    x = _step_input(case, (2,), 0)
+    carry = _random_carry(cell, 1, x)
+    variables = cell.init(jax.random.key(2), carry, x)
+    assert set(variables) == {"params"}
+    assert_same_signature(variables, jax.eval_shape(flax_cell.init, jax.random.key(2), carry, x))
+    assert_matches_flax(cell.apply(variables, carry, x), jit_apply(flax_cell, variables, carry, x))
+
+
+@pytest.mark.parametrize(
+    "case",
+    [CELLS_BY_ID[i] for i in ("LSTMCell", "MGUCell-reset_gate", "ConvLSTMCell-1d")],
+    ids=_ids,
+)
+def test_cell_applies_a_real_flax_init_and_makes_the_same_biases(case):
+    flax_cell, cell = case.twins()
+    x = _step_input(case, (2,), 0)
+    carry = _random_carry(cell, 1, x)
+    flax_variables = flax_cell.init(jax.random.key(2), carry, x)
+    assert_matches_flax(
+        cell.apply(flax_variables, carry, x), jit_apply(flax_cell, flax_variables, carry, x)
+    )
+    # Biases come from deterministic initializers (zeros; ones for MGU's forget gate).
+    params = cell.init(jax.random.key(2), carry, x)["params"]
+    for layer, flax_layer in flax_variables["params"].items():
+        if "bias" in flax_layer:
+            np.testing.assert_array_equal(params[layer]["bias"], flax_layer["bias"], err_msg=layer)
+
+
+@pytest.mark.parametrize("case", CUSTOM_FN_CELLS, ids=_ids)
+def test_cell_with_custom_functions_has_flax_tree(case):
+    flax_cell, cell = case.twins()
+    x = _step_input(case, (2,), 0)
+    carry = cell.initialize_carry(jax.random.key(1), x.shape)
+    assert_same_signature(
+        cell.init(jax.random.key(2), carry, x),
+        jax.eval_shape(flax_cell.init, jax.random.key(2), carry, x),
+    )
+
+
+@pytest.mark.parametrize("case", DENSE_CELLS, ids=_ids)
+def test_cell_recurrent_kernels_are_orthogonal_like_flax(case):
+    _, cell = case.twins()
+    x = _step_input(case, (2,), 0)
+    carry = cell.initialize_carry(jax.random.key(1), x.shape)
+    params = cell.init(jax.random.key(2), carry, x)["params"]
+    recurrent = [name for name in params if name.startswith("h")]
+    assert recurrent
+    for name in recurrent:
+        kernel = np.asarray(params[name]["kernel"])
+        np.testing.assert_allclose(kernel.T @ kernel, np.eye(kernel.shape[1]), atol=1e-5)
+
+
+# Every cell with one batch layout, the layouts taking turns; LSTMCell and the 1-D
+# ConvLSTMCell (one and two feature axes) with all three.
+STEP_GRID = [
+    pytest.param(case, BATCH_DIMS[i % 3], id=f"{case.id}-{BATCH_IDS[i % 3]}")
+    for i, case in enumerate(ALL_CELLS)
+] + [
+    pytest.param(CELLS_BY_ID[name], BATCH_DIMS[i], id=f"{name}-{BATCH_IDS[i]}")
+    for name in ("LSTMCell", "ConvLSTMCell-1d")
+    for i in range(3)
+    if ALL_CELLS.index(CELLS_BY_ID[name]) % 3 != i
+]
+
+
+@pytest.mark.parametrize("case, batch_dims", STEP_GRID)
+def test_cell_step_matches_flax(case, batch_dims):
+    flax_cell, cell = case.twins()
+    x = _step_input(case, batch_dims, 0)
+    carry = _random_carry(cell, 1, x)
+    variables = random_variables(flax_cell, 2, carry, x)
+    assert_matches_flax(cell.apply(variables, carry, x), jit_apply(flax_cell, variables, carry, x))
+
+
+@pytest.mark.parametrize(
+    "case",
+    [CELLS_BY_ID[i] for i in ("GRUCell", "SimpleCell-residual", "ConvLSTMCell-2d")],
+    ids=_ids,
+)
+def test_cell_init_with_output_returns_the_output_of_its_variables(case):
+    flax_cell, cell = case.twins()
+    x = _step_input(case, (2,), 0)
+    carry = _random_carry(cell, 1, x)
+    output, variables = cell.init_with_output(jax.random.key(2), carry, x)
+    assert_matches_flax(output, jit_apply(flax_cell, variables, carry, x))
+
+
+@pytest.mark.parametrize("case", BUILTIN_CELLS, ids=_ids)
+def test_cell_step_with_bfloat16_compute_matches_flax(case):
+    flax_cell, cell = case.twins(dtype=jnp.bfloat16)
+    x = _step_input(case, (2,), 0)
+    carry = _random_carry(cell, 1, x)
+    variables = random_variables(flax_cell, 2, carry, x)
+    expected = jit_apply(flax_cell, variables, carry, x)
+    assert_matches_flax(cell.apply(variables, carry, x), expected, **TOLERANCES["bfloat16"])
+
+
+COMPLEX_INPUT_CELLS = ["OptimizedLSTMCell", "MGUCell-no_reset_gate", "SimpleCell-residual"]
+COMPLEX_PARAM_CELLS = ["LSTMCell", "GRUCell", "MGUCell-reset_gate", "SimpleCell"]
+
+
+@pytest.mark.parametrize(
+    "case", [CELLS_BY_ID[i] for i in COMPLEX_INPUT_CELLS] + CONV_CELLS[1:2], ids=_ids
+)
+def test_cell_step_with_complex64_inputs_and_float32_params_matches_flax(case):
+    flax_cell, cell = case.twins()
+    x = _step_input(case, (2,), 0, jnp.complex64)
+    carry = _random_carry(cell, 1, x)
+    variables = random_variables(flax_cell, 2, carry, x)
+    expected = jit_apply(flax_cell, variables, carry, x)
+    assert jax.tree_util.tree_leaves(expected)[-1].dtype == jnp.complex64
+    assert_matches_flax(cell.apply(variables, carry, x), expected, **TOLERANCES["complex64"])
+
+
+@pytest.mark.parametrize(
+    "case", [CELLS_BY_ID[i] for i in COMPLEX_PARAM_CELLS] + CONV_CELLS[:1], ids=_ids
+)
+def test_cell_with_complex64_params_matches_flax(case):
+    flax_cell, cell = case.twins(param_dtype=jnp.complex64)
+    x = _step_input(case, (2,), 0, jnp.complex64)
+    carry = _random_carry(cell, 1, x)
+    variables = cell.init(jax.random.key(2), carry, x)
+    assert_same_signature(variables, jax.eval_shape(flax_cell.init, jax.random.key(2), carry, x))
+    variables = random_variables(flax_cell, 3, carry, x)
+    assert_matches_flax(
+        cell.apply(variables, carry, x),
+        jit_apply(flax_cell, variables, carry, x),
+        **TOLERANCES["complex64"],
+    )
+
+
+@pytest.mark.parametrize("case", [DENSE_CELLS[0], CONV_CELLS[1]], ids=_ids)
+def test_cell_accepts_frozendict_variables_and_raw_prng_keys(case):
+    flax_cell, cell = case.twins()
+    x = _step_input(case, (2,), 0)
+    carry = cell.initialize_carry(jax.random.PRNGKey(1), x.shape)
+    variables = cell.init(jax.random.PRNGKey(2), carry, x)
+    assert_same_signature(variables, cell.init(jax.random.key(2), carry, x))
+    frozen = freeze(random_variables(flax_cell, 3, carry, x))
+    assert_matches_flax(cell.apply(frozen, carry, x), jit_apply(flax_cell, frozen, carry, x))
+
+
+@pytest.mark.parametrize("case", BUILTIN_CELLS + CUSTOM_FN_CELLS[:1], ids=_ids)
+def test_cell_gradients_match_flax(case):
+    flax_cell, cell = case.twins()
+    x = _step_input(case, (2,), 0)
+    carry = _random_carry(cell, 1, x)
+    variables = random_variables(flax_cell, 2, carry, x)
+
+    def gradients(module):
+        def loss(variables, carry, x):
+            new_carry, y = module.apply(variables, carry, x)
+            leaves = jax.tree_util.tree_leaves(new_carry)
+            return jnp.sum(jnp.sin(y)) + sum(jnp.sum(leaf**2) for leaf in leaves)
+
+        return jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(variables, carry, x)
+
+    assert_trees_close(gradients(cell), gradients(flax_cell), **GRAD_TOLERANCES)
