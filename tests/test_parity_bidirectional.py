@@ -1,0 +1,393 @@
+"""rnnlib.Bidirectional against flax.linen.Bidirectional, given the same variables."""
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import rnnlib
+from tests.parity_helpers import (
+    BATCH_DIMS,
+    BATCH_IDS,
+    CELLS_BY_ID,
+    TOLERANCES,
+    assert_matches_flax,
+    assert_same_signature,
+    final_carries_one_by_one,
+    flax_reference,
+    jit_apply,
+    random_array,
+    random_lengths,
+    random_like,
+    random_variables,
+    sequence_input,
+)
+
+TIME = 5
+FEATURES = (3,)
+
+
+def sum_merge(forward, backward):
+    return forward + backward
+
+
+def gated_merge(forward, backward):
+    """A custom merge that is not symmetric, so swapped directions would show."""
+    return jnp.concatenate([forward * jax.nn.sigmoid(backward), backward - forward], axis=-1)
+
+
+MERGES = {"concat": None, "sum": sum_merge, "custom": gated_merge}
+
+
+def _twins(forward="LSTMCell", backward="LSTMCell", merge="concat", rnn_fields=None, **fields):
+    """The same Bidirectional built by Flax and by rnnlib, from cell case ids."""
+
+    def build(lib):
+        rnn_kw = rnn_fields or {}
+        fwd = lib.RNN(CELLS_BY_ID[forward].make(lib), **rnn_kw)
+        bwd = lib.RNN(CELLS_BY_ID[backward].make(lib), **rnn_kw)
+        if MERGES[merge] is not None:
+            fields["merge_fn"] = MERGES[merge]
+        return lib.Bidirectional(fwd, bwd, **fields)
+
+    return build(nn), build(rnnlib)
+
+
+def _lengths(batch_dims, minimum=1, seed=3):
+    return random_lengths(seed, batch_dims, TIME, minimum=minimum)
+
+
+def _random_carry(cell, seed, batch_dims):
+    return random_like(seed, cell.initialize_carry(jax.random.key(0), (*batch_dims, *FEATURES)))
+
+
+@pytest.mark.parametrize(
+    "forward, backward",
+    [
+        ("LSTMCell", "LSTMCell"),
+        ("OptimizedLSTMCell", "GRUCell"),
+        ("SimpleCell", "MGUCell-reset_gate"),
+    ],
+)
+def test_bidirectional_init_has_flax_tree_and_both_libraries_apply_either_init(forward, backward):
+    flax_bi, bi = _twins(forward, backward, return_carry=True)
+    x = sequence_input(0, (2,), TIME, FEATURES)
+    lengths = _lengths((2,))
+    variables = bi.init(jax.random.key(1), x, seq_lengths=lengths)
+    assert_same_signature(variables, jax.eval_shape(flax_bi.init, jax.random.key(1), x))
+    assert set(variables["params"]) == {"forward_rnn", "backward_rnn"}
+    assert_matches_flax(
+        bi.apply(variables, x, seq_lengths=lengths),
+        jit_apply(flax_bi, variables, x, seq_lengths=lengths),
+    )
+    flax_variables = random_variables(flax_bi, 2, x)
+    assert_matches_flax(
+        bi.apply(flax_variables, x, seq_lengths=lengths),
+        jit_apply(flax_bi, flax_variables, x, seq_lengths=lengths),
+    )
+
+
+GRID = [
+    # merge_fn x batch layout, with lengths and the final carries.
+    *[
+        pytest.param(merge, batch_dims, True, False, True, id=f"{merge}-{batch_id}-seq_lengths")
+        for merge in MERGES
+        for batch_dims, batch_id in zip(BATCH_DIMS, BATCH_IDS)
+    ],
+    # time_major x lengths x batch layout with the default merge.
+    *[
+        pytest.param(
+            "concat",
+            batch_dims,
+            with_lengths,
+            True,
+            True,
+            id=f"concat-{batch_id}-{'seq_lengths' if with_lengths else 'full'}-time_major",
+        )
+        for with_lengths in (False, True)
+        for batch_dims, batch_id in zip(BATCH_DIMS, BATCH_IDS)
+    ],
+    pytest.param("concat", (2, 3), False, False, True, id="concat-batch2x3-full"),
+    pytest.param("sum", (2,), True, False, False, id="sum-batch-seq_lengths-outputs_only"),
+    pytest.param("custom", (2, 3), True, True, False, id="custom-batch2x3-time_major-outputs_only"),
+]
+
+
+@pytest.mark.parametrize("merge, batch_dims, with_lengths, time_major, return_carry", GRID)
+def test_bidirectional_matches_flax(merge, batch_dims, with_lengths, time_major, return_carry):
+    flax_bi, bi = _twins("LSTMCell", "GRUCell", merge, time_major=time_major)
+    x = sequence_input(0, batch_dims, TIME, FEATURES, time_major=time_major)
+    variables = random_variables(flax_bi, 1, x)
+    options = {"return_carry": return_carry}
+    if with_lengths:
+        options["seq_lengths"] = _lengths(batch_dims)
+    assert_matches_flax(
+        bi.apply(variables, x, **options),
+        flax_reference(flax_bi, variables, x, num_batch_dims=len(batch_dims), **options),
+    )
+
+
+def test_bidirectional_call_arguments_override_fields_like_flax():
+    flax_bi, bi = _twins("GRUCell", "GRUCell", time_major=True, return_carry=True)
+    x = sequence_input(0, (2,), TIME, FEATURES)
+    variables = random_variables(flax_bi, 1, x, time_major=False)
+    # Flax ignores reverse and keep_order here: each direction has its own.
+    options = dict(time_major=False, return_carry=False, reverse=True, keep_order=False)
+    options["seq_lengths"] = _lengths((2,))
+    expected = jit_apply(flax_bi, variables, x, **options)
+    assert not isinstance(expected, tuple)
+    assert_matches_flax(bi.apply(variables, x, **options), expected)
+
+
+def test_bidirectional_directions_take_time_major_and_direction_from_the_wrapper_and_unroll_from_the_rnns():
+    flax_bi, bi = _twins(
+        "LSTMCell",
+        "LSTMCell",
+        rnn_fields=dict(time_major=True, reverse=True, unroll=3),
+        return_carry=True,
+    )
+    x = sequence_input(0, (2,), TIME, FEATURES)
+    variables = random_variables(flax_bi, 1, x)
+    lengths = _lengths((2,))
+    assert_matches_flax(
+        bi.apply(variables, x, seq_lengths=lengths),
+        jit_apply(flax_bi, variables, x, seq_lengths=lengths),
+    )
+
+
+# ---------------------------------------------------------------------------
+# Shared cells.
+
+
+def _shared(lib, how):
+    cell = lib.GRUCell(features=4)
+    if how == "same_rnn":
+        rnn = lib.RNN(cell)
+        return lib.Bidirectional(rnn, rnn, return_carry=True)
+    return lib.Bidirectional(lib.RNN(cell), lib.RNN(cell, unroll=2), return_carry=True)
+
+
+@pytest.mark.parametrize("how", ["same_rnn", "same_cell"])
+def test_bidirectional_with_a_shared_cell_stores_and_uses_one_set_of_params(how):
+    flax_bi, bi = _shared(nn, how), _shared(rnnlib, how)
+    x = sequence_input(0, (2,), TIME, FEATURES)
+    flax_shapes = jax.eval_shape(flax_bi.init, jax.random.key(1), x)
+    assert set(flax_shapes["params"]) == {"forward_rnn"}
+    variables = bi.init(jax.random.key(1), x)
+    assert_same_signature(variables, flax_shapes)
+
+    variables = random_variables(flax_bi, 2, x)
+    lengths = _lengths((2,))
+    assert_matches_flax(
+        bi.apply(variables, x, seq_lengths=lengths),
+        jit_apply(flax_bi, variables, x, seq_lengths=lengths),
+    )
+
+
+def test_bidirectional_with_equal_but_distinct_cells_keeps_two_sets_of_params():
+    def build(lib):
+        return lib.Bidirectional(lib.RNN(lib.GRUCell(4)), lib.RNN(lib.GRUCell(4)))
+
+    flax_bi, bi = build(nn), build(rnnlib)
+    x = sequence_input(0, (2,), TIME, FEATURES)
+    variables = bi.init(jax.random.key(1), x)
+    assert set(variables["params"]) == {"forward_rnn", "backward_rnn"}
+    assert_same_signature(variables, jax.eval_shape(flax_bi.init, jax.random.key(1), x))
+    variables = random_variables(flax_bi, 2, x)
+    assert_matches_flax(bi.apply(variables, x), jit_apply(flax_bi, variables, x))
+
+
+# ---------------------------------------------------------------------------
+# Initial carries: given, or drawn from init_key.
+
+
+@pytest.mark.parametrize("batch_dims", BATCH_DIMS, ids=BATCH_IDS)
+def test_bidirectional_given_initial_carries_match_flax(batch_dims):
+    flax_bi, bi = _twins("LSTMCell", "GRUCell", return_carry=True)
+    x = sequence_input(0, batch_dims, TIME, FEATURES)
+    variables = random_variables(flax_bi, 1, x)
+    initial_carry = (
+        _random_carry(bi.forward_rnn.cell, 2, batch_dims),
+        _random_carry(bi.backward_rnn.cell, 3, batch_dims),
+    )
+    options = dict(initial_carry=initial_carry, seq_lengths=_lengths(batch_dims))
+    assert_matches_flax(
+        bi.apply(variables, x, **options),
+        flax_reference(flax_bi, variables, x, num_batch_dims=len(batch_dims), **options),
+    )
+
+
+@pytest.mark.parametrize("key_kind", ["typed", "raw"])
+def test_bidirectional_splits_init_key_between_the_directions_like_flax(key_kind):
+    random_carry = {"carry_init": jax.nn.initializers.normal(1.0)}
+
+    def build(lib):
+        def rnn():
+            return lib.RNN(lib.LSTMCell(4, **random_carry))
+
+        return lib.Bidirectional(rnn(), rnn(), return_carry=True)
+
+    flax_bi, bi = build(nn), build(rnnlib)
+    x = sequence_input(0, (2,), TIME, FEATURES)
+    variables = random_variables(flax_bi, 1, x)
+    key = jax.random.key(8) if key_kind == "typed" else jax.random.PRNGKey(8)
+    got = bi.apply(variables, x, init_key=key)
+    assert_matches_flax(got, jit_apply(flax_bi, variables, x, init_key=key))
+
+    # The same as drawing each direction's carry from its half of the split key.
+    key_forward, key_backward = jax.random.split(key)
+    initial_carry = (
+        bi.forward_rnn.cell.initialize_carry(key_forward, (2, *FEATURES)),
+        bi.backward_rnn.cell.initialize_carry(key_backward, (2, *FEATURES)),
+    )
+    assert_matches_flax(got, bi.apply(variables, x, initial_carry=initial_carry))
+
+
+# ---------------------------------------------------------------------------
+# ConvLSTM, bfloat16 and complex numbers.
+
+
+@pytest.mark.parametrize("batch_dims", [(), (2,)], ids=["no-batch", "batch"])
+def test_bidirectional_conv_lstm_2d_matches_flax(batch_dims):
+    def build(lib):
+        def rnn():
+            return lib.RNN(lib.ConvLSTMCell(2, kernel_size=(3, 2), strides=(1, 1), padding="SAME"))
+
+        return lib.Bidirectional(rnn(), rnn(), merge_fn=sum_merge, return_carry=True)
+
+    flax_bi, bi = build(nn), build(rnnlib)
+    x = sequence_input(0, batch_dims, TIME, (3, 4, 2))
+    variables = random_variables(flax_bi, 1, x)
+    assert_same_signature(bi.init(jax.random.key(2), x), variables)
+    lengths = _lengths(batch_dims)
+    assert_matches_flax(
+        bi.apply(variables, x, seq_lengths=lengths),
+        jit_apply(flax_bi, variables, x, seq_lengths=lengths),
+    )
+
+
+def test_bidirectional_with_bfloat16_compute_matches_flax():
+    def build(lib):
+        def rnn():
+            return lib.RNN(lib.GRUCell(4, dtype=jnp.bfloat16))
+
+        return lib.Bidirectional(rnn(), rnn(), return_carry=True)
+
+    flax_bi, bi = build(nn), build(rnnlib)
+    x = sequence_input(0, (2,), TIME, FEATURES)
+    variables = random_variables(flax_bi, 1, x)
+    lengths = _lengths((2,))
+    assert_matches_flax(
+        bi.apply(variables, x, seq_lengths=lengths),
+        jit_apply(flax_bi, variables, x, seq_lengths=lengths),
+        **TOLERANCES["bfloat16"],
+    )
+
+
+def test_bidirectional_with_complex64_params_matches_flax():
+    def build(lib):
+        def rnn():
+            return lib.RNN(lib.LSTMCell(4, param_dtype=jnp.complex64))
+
+        return lib.Bidirectional(rnn(), rnn(), merge_fn=sum_merge, return_carry=True)
+
+    flax_bi, bi = build(nn), build(rnnlib)
+    x = sequence_input(0, (2,), TIME, FEATURES, dtype=jnp.complex64)
+    variables = random_variables(flax_bi, 1, x)
+    lengths = _lengths((2,))
+    assert_matches_flax(
+        bi.apply(variables, x, seq_lengths=lengths),
+        jit_apply(flax_bi, variables, x, seq_lengths=lengths),
+        **TOLERANCES["complex64"],
+    )
+
+
+# ---------------------------------------------------------------------------
+# Where rnnlib is deliberately better than Flax.
+
+
+@pytest.mark.parametrize("time_major", [False, True], ids=["batch_major", "time_major"])
+@pytest.mark.parametrize("batch_dims", [(3, 4), (3, 3)], ids=["3x4", "3x3"])
+def test_bidirectional_returns_each_sequences_last_valid_carries_with_many_batch_dims(
+    batch_dims, time_major
+):
+    flax_bi, bi = _twins("LSTMCell", "GRUCell", return_carry=True, time_major=time_major)
+    x = sequence_input(0, batch_dims, TIME, FEATURES, time_major=time_major)
+    variables = random_variables(flax_bi, 1, x)
+    lengths = _lengths(batch_dims, minimum=0)
+    (carry_forward, carry_backward), outputs = bi.apply(variables, x, seq_lengths=lengths)
+
+    params = variables["params"]
+    common = dict(num_batch_dims=len(batch_dims), time_major=time_major)
+    expected_forward = final_carries_one_by_one(
+        bi.forward_rnn.cell, {"params": params["forward_rnn"]["cell"]}, x, lengths, **common
+    )
+    expected_backward = final_carries_one_by_one(
+        bi.backward_rnn.cell,
+        {"params": params["backward_rnn"]["cell"]},
+        x,
+        lengths,
+        reverse=True,
+        **common,
+    )
+    assert_matches_flax((carry_forward, carry_backward), (expected_forward, expected_backward))
+    # A zero length leaves the initial (zero) carries untouched.
+    empty = np.asarray(lengths) == 0
+    if empty.any():
+        assert not np.asarray(carry_backward)[empty].any()
+
+
+@pytest.mark.parametrize("batch_dims", [(), (4,), (2, 2)], ids=["no-batch", "batch", "batch2x2"])
+def test_bidirectional_zero_length_sequence_returns_the_initial_carries(batch_dims):
+    flax_bi, bi = _twins("GRUCell", "GRUCell", return_carry=True)
+    x = sequence_input(0, batch_dims, TIME, FEATURES)
+    variables = random_variables(flax_bi, 1, x)
+    initial_carry = (
+        random_array(2, (*batch_dims, 4)),
+        random_array(3, (*batch_dims, 4)),
+    )
+    lengths = jnp.zeros(batch_dims, int)
+    if batch_dims:
+        lengths = lengths.reshape(-1).at[1:].set(jnp.arange(1, lengths.size) % TIME + 1)
+        lengths = lengths.reshape(batch_dims)
+    carry, outputs = bi.apply(variables, x, seq_lengths=lengths, initial_carry=initial_carry)
+
+    params = variables["params"]
+    common = dict(num_batch_dims=len(batch_dims))
+    expected = (
+        final_carries_one_by_one(
+            bi.forward_rnn.cell,
+            {"params": params["forward_rnn"]["cell"]},
+            x,
+            lengths,
+            initial_carry=initial_carry[0],
+            **common,
+        ),
+        final_carries_one_by_one(
+            bi.backward_rnn.cell,
+            {"params": params["backward_rnn"]["cell"]},
+            x,
+            lengths,
+            initial_carry=initial_carry[1],
+            reverse=True,
+            **common,
+        ),
+    )
+    assert_matches_flax(carry, expected)
+    empty = np.asarray(lengths) == 0
+    for got, initial in zip(carry, initial_carry):
+        np.testing.assert_array_equal(np.asarray(got)[empty], np.asarray(initial)[empty])
+    # Outputs are Flax's, padding included.
+    assert_matches_flax(
+        outputs,
+        flax_reference(
+            flax_bi,
+            variables,
+            x,
+            num_batch_dims=len(batch_dims),
+            seq_lengths=lengths,
+            initial_carry=initial_carry,
+            return_carry=False,
+        ),
+    )
