@@ -1,0 +1,237 @@
+"""rnnlib under jax.jit, jax.grad and jax.vmap, compared with eager rnnlib and with Flax."""
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import pytest
+
+import rnnlib
+from tests.parity_helpers import (
+    BATCH_DIMS,
+    BATCH_IDS,
+    CELLS_BY_ID,
+    GRAD_TOLERANCES,
+    assert_matches_flax,
+    assert_same_signature,
+    assert_trees_close,
+    flax_reference,
+    jit_apply,
+    random_array,
+    random_lengths,
+    random_like,
+    random_variables,
+    sequence_input,
+)
+
+TIME = 5
+
+
+def _twin_rnns(cell_id, **fields):
+    flax_cell, cell = CELLS_BY_ID[cell_id].twins()
+    return nn.RNN(flax_cell, **fields), rnnlib.RNN(cell, **fields)
+
+
+def _twin_bidirectionals(**fields):
+    def build(lib):
+        return lib.Bidirectional(lib.RNN(lib.LSTMCell(4)), lib.RNN(lib.GRUCell(3)), **fields)
+
+    return build(nn), build(rnnlib)
+
+
+def _lengths(batch_dims, minimum=1, seed=3):
+    return random_lengths(seed, batch_dims, TIME, minimum=minimum)
+
+
+def _loss(output):
+    """A scalar that depends on every output and carry value, each one differently."""
+    leaves = jax.tree_util.tree_leaves(output)
+    return sum(jnp.sum(jnp.sin(leaf * (i + 1))) for i, leaf in enumerate(leaves))
+
+
+# ---------------------------------------------------------------------------
+# jit
+
+
+@pytest.mark.parametrize("cell_id", ["LSTMCell", "ConvLSTMCell-1d"])
+def test_jit_of_rnn_apply_matches_eager_and_flax(cell_id):
+    case = CELLS_BY_ID[cell_id]
+    flax_rnn, rnn = _twin_rnns(cell_id, return_carry=True, reverse=True, keep_order=True)
+    x = sequence_input(0, (2,), TIME, case.feature_shape)
+    variables = random_variables(flax_rnn, 1, x)
+    lengths = _lengths((2,))
+
+    jitted = jax.jit(lambda v, x, lengths: rnn.apply(v, x, seq_lengths=lengths))(
+        variables, x, lengths
+    )
+    assert_matches_flax(jitted, rnn.apply(variables, x, seq_lengths=lengths))
+    assert_matches_flax(jitted, jit_apply(flax_rnn, variables, x, seq_lengths=lengths))
+
+
+def test_jit_of_init_gives_flax_tree():
+    flax_rnn, rnn = _twin_rnns("GRUCell")
+    x = sequence_input(0, (2,), TIME, (3,))
+    variables = jax.jit(rnn.init)(jax.random.key(1), x)
+    assert_same_signature(variables, jax.eval_shape(flax_rnn.init, jax.random.key(1), x))
+
+
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+@pytest.mark.parametrize("batch_dims", BATCH_DIMS, ids=BATCH_IDS)
+def test_seq_lengths_traced_under_jit_give_the_concrete_result(batch_dims, reverse):
+    case = CELLS_BY_ID["LSTMCell"]
+    flax_rnn, rnn = _twin_rnns("LSTMCell", return_carry=True, reverse=reverse, keep_order=True)
+    x = sequence_input(0, batch_dims, TIME, case.feature_shape)
+    variables = random_variables(flax_rnn, 1, x)
+
+    traces = []
+
+    @jax.jit
+    def run(variables, x, lengths):
+        traces.append(1)
+        return rnn.apply(variables, x, seq_lengths=lengths)
+
+    # One compiled program serves different lengths, zeros included.
+    for seed, minimum in [(3, 1), (4, 0)]:
+        lengths = _lengths(batch_dims, minimum=minimum, seed=seed)
+        assert_matches_flax(
+            run(variables, x, lengths), rnn.apply(variables, x, seq_lengths=lengths)
+        )
+    assert len(traces) == 1
+
+
+def test_bidirectional_seq_lengths_traced_under_jit_give_the_concrete_result():
+    flax_bi, bi = _twin_bidirectionals(return_carry=True)
+    x = sequence_input(0, (2, 3), TIME, (3,))
+    variables = random_variables(flax_bi, 1, x)
+    lengths = _lengths((2, 3), minimum=0)
+    run = jax.jit(lambda v, x, lengths: bi.apply(v, x, seq_lengths=lengths))
+    assert_matches_flax(run(variables, x, lengths), bi.apply(variables, x, seq_lengths=lengths))
+
+
+# ---------------------------------------------------------------------------
+# grad
+
+
+GRAD_GRID = [
+    pytest.param("LSTMCell", (2,), {}, id="LSTMCell-batch"),
+    pytest.param("OptimizedLSTMCell", (), {"reverse": True}, id="OptimizedLSTMCell-reverse"),
+    pytest.param(
+        "GRUCell", (2, 3), {"reverse": True, "keep_order": True}, id="GRUCell-batch2x3-keep_order"
+    ),
+    pytest.param("MGUCell-reset_gate", (2,), {"time_major": True}, id="MGUCell-time_major"),
+    pytest.param("SimpleCell-residual", (2,), {"unroll": 3}, id="SimpleCell-residual-unroll"),
+    pytest.param("LSTMCell-custom_fns", (2,), {}, id="LSTMCell-custom_fns"),
+    pytest.param("ConvLSTMCell-1d", (2,), {"reverse": True}, id="ConvLSTMCell-1d-reverse"),
+]
+
+
+@pytest.mark.parametrize("with_lengths", [False, True], ids=["full", "seq_lengths"])
+@pytest.mark.parametrize("cell_id, batch_dims, fields", GRAD_GRID)
+def test_rnn_gradients_wrt_params_and_inputs_match_flax(cell_id, batch_dims, fields, with_lengths):
+    case = CELLS_BY_ID[cell_id]
+    flax_rnn, rnn = _twin_rnns(cell_id, return_carry=True, **fields)
+    time_major = fields.get("time_major", False)
+    x = sequence_input(0, batch_dims, TIME, case.feature_shape, time_major=time_major)
+    variables = random_variables(flax_rnn, 1, x)
+    options = {"seq_lengths": _lengths(batch_dims)} if with_lengths else {}
+
+    def grads(run):
+        return jax.jit(jax.grad(lambda v, x: _loss(run(v, x)), argnums=(0, 1)))(variables, x)
+
+    got = grads(lambda v, x: rnn.apply(v, x, **options))
+    expected = grads(
+        lambda v, x: flax_reference(flax_rnn, v, x, num_batch_dims=len(batch_dims), **options)
+    )
+    assert_trees_close(got, expected, **GRAD_TOLERANCES)
+
+
+def test_rnn_gradient_wrt_initial_carry_matches_flax():
+    flax_rnn, rnn = _twin_rnns("LSTMCell", return_carry=True)
+    x = sequence_input(0, (2,), TIME, (3,))
+    variables = random_variables(flax_rnn, 1, x)
+    carry = random_like(2, rnn.cell.initialize_carry(jax.random.key(0), (2, 3)))
+    lengths = _lengths((2,))
+
+    def grads(module):
+        def loss(carry):
+            return _loss(module.apply(variables, x, initial_carry=carry, seq_lengths=lengths))
+
+        return jax.jit(jax.grad(loss))(carry)
+
+    assert_trees_close(grads(rnn), grads(flax_rnn), **GRAD_TOLERANCES)
+
+
+@pytest.mark.parametrize("batch_dims", [(2,), (2, 3)], ids=["batch", "batch2x3"])
+def test_bidirectional_gradients_wrt_params_and_inputs_match_flax(batch_dims):
+    flax_bi, bi = _twin_bidirectionals(return_carry=True)
+    x = sequence_input(0, batch_dims, TIME, (3,))
+    variables = random_variables(flax_bi, 1, x)
+    lengths = _lengths(batch_dims)
+
+    def grads(run):
+        return jax.jit(jax.grad(lambda v, x: _loss(run(v, x)), argnums=(0, 1)))(variables, x)
+
+    got = grads(lambda v, x: bi.apply(v, x, seq_lengths=lengths))
+    expected = grads(
+        lambda v, x: flax_reference(
+            flax_bi, v, x, num_batch_dims=len(batch_dims), seq_lengths=lengths
+        )
+    )
+    assert_trees_close(got, expected, **GRAD_TOLERANCES)
+
+
+# ---------------------------------------------------------------------------
+# vmap
+
+
+@pytest.mark.parametrize("time_major", [False, True], ids=["batch_major", "time_major"])
+@pytest.mark.parametrize("cell_id", ["LSTMCell", "ConvLSTMCell-1d"])
+def test_vmap_over_an_extra_batch_axis_equals_the_batched_call(cell_id, time_major):
+    case = CELLS_BY_ID[cell_id]
+    _, rnn = _twin_rnns(cell_id, return_carry=True, reverse=True, time_major=time_major)
+    # Batch dims (3, 2): vmap maps over the first, the RNN sees the second.
+    x = sequence_input(0, (3, 2), TIME, case.feature_shape, time_major=time_major)
+    variables = rnn.init(jax.random.key(1), x)
+    lengths = _lengths((3, 2), minimum=0)
+    in_axis = 1 if time_major else 0
+    out_axes = (0, in_axis)
+
+    mapped = jax.vmap(
+        lambda x, lengths: rnn.apply(variables, x, seq_lengths=lengths),
+        in_axes=(in_axis, 0),
+        out_axes=out_axes,
+    )(x, lengths)
+    assert_matches_flax(mapped, rnn.apply(variables, x, seq_lengths=lengths))
+
+
+def test_vmap_over_an_extra_batch_axis_of_a_bidirectional_equals_the_batched_call():
+    _, bi = _twin_bidirectionals(return_carry=True)
+    x = sequence_input(0, (3, 2), TIME, (3,))
+    variables = bi.init(jax.random.key(1), x)
+    lengths = _lengths((3, 2), minimum=0)
+    mapped = jax.vmap(lambda x, lengths: bi.apply(variables, x, seq_lengths=lengths))(x, lengths)
+    assert_matches_flax(mapped, bi.apply(variables, x, seq_lengths=lengths))
+
+
+def test_vmap_over_stacked_params_equals_applying_each_member():
+    flax_rnn, rnn = _twin_rnns("GRUCell", return_carry=True)
+    x = sequence_input(0, (2,), TIME, (3,))
+    members = [random_variables(flax_rnn, seed, x) for seed in (1, 2, 3)]
+    stacked = jax.tree_util.tree_map(lambda *leaves: jnp.stack(leaves), *members)
+    lengths = _lengths((2,))
+    mapped = jax.vmap(lambda v: rnn.apply(v, x, seq_lengths=lengths))(stacked)
+    for i, member in enumerate(members):
+        assert_matches_flax(
+            jax.tree_util.tree_map(lambda leaf, i=i: leaf[i], mapped),
+            jit_apply(flax_rnn, member, x, seq_lengths=lengths),
+        )
+
+
+@pytest.mark.parametrize("cell_id", ["GRUCell", "ConvLSTMCell-2d"])
+def test_vmap_of_a_cell_step_equals_the_batched_step(cell_id):
+    case = CELLS_BY_ID[cell_id]
+    _, cell = case.twins()
+    x = random_array(0, (3, 2, *case.feature_shape))  # two batch dims
+    carry = random_like(1, cell.initialize_carry(jax.random.key(0), x.shape))
+    variables = cell.init(jax.random.key(2), carry, x)
+    mapped = jax.vmap(lambda c, x: cell.apply(variables, c, x))(carry, x)
+    assert_matches_flax(mapped, cell.apply(variables, carry, x))
