@@ -268,8 +268,8 @@ class LSTMCell(_LegacyCell):
     those of ``rnnlib.LSTMCell``, which does the computing.
 
     Arguments:
-        gate_fn, activation_fn, kernel_init, recurrent_kernel_init, bias_init, dtype,
-        param_dtype: as in ``rnnlib.LSTMCell``.
+        gate_fn, activation_fn, kernel_init, recurrent_kernel_init, bias_init, dtype, param_dtype:
+            as in ``rnnlib.LSTMCell``.
     """
 
     gate_fn: Callable[..., Any] = jax.nn.sigmoid
