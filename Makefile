@@ -5,6 +5,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 LOWEST := .venv-lowest
 FLAX06 := .venv-flax06
+# Two workers for two cores; loadscope keeps each notebook's cells (and each test
+# module) on one worker, so a notebook runs top to bottom in one kernel.
+PARALLEL := -n 2 --dist loadscope
 NBVAL := --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=120
 
 .PHONY: env book test test-pinned test-lowest notebooks bench clean
@@ -39,10 +42,10 @@ book: env
 test: test-pinned test-lowest
 
 test-pinned: env $(FLAX06)/.stamp
-	$(PY) -m pytest tests book $(NBVAL)
+	$(PY) -m pytest $(PARALLEL) tests book $(NBVAL)
 
 test-lowest: $(LOWEST)/.stamp
-	$(LOWEST)/bin/python -m pytest tests -m "not pinned_env"
+	$(LOWEST)/bin/python -m pytest $(PARALLEL) tests -m "not pinned_env"
 
 # Re-execute every chapter in place, top to bottom, so stored outputs come from a real run.
 notebooks: env
