@@ -201,16 +201,23 @@ def _where(valid, new, old):
 
 
 def _promote_carry(cell, weights, carry, projected):
-    """Casts the initial carry to the dtype one step produces.
+    """Casts the initial carry to the dtype a step produces from it.
 
-    A float32 carry meeting complex inputs (or float32 inputs meeting a bfloat16
-    carry) comes out of a step promoted; ``lax.scan`` needs the carry's dtype fixed,
-    so it is promoted once, up front.
+    ``lax.scan`` needs the carry's dtype fixed, but a step can change it: a float32
+    carry meeting complex inputs comes out complex, and a SimpleCell computing in
+    bfloat16 returns a bfloat16 carry. The carry is cast to what a step returns
+    until a step returns what it was given (one or two rounds in practice).
     """
     x = jax.ShapeDtypeStruct(projected.shape[1:], projected.dtype)
-    out = jax.eval_shape(lambda c, x: cell.step(weights, c, x)[0], carry, x)
-    return jax.tree_util.tree_map(
-        lambda c, o: jnp.asarray(c, jnp.promote_types(jnp.result_type(c), o.dtype)), carry, out
+    for _ in range(4):
+        out = jax.eval_shape(lambda c, x: cell.step(weights, c, x)[0], carry, x)
+        dtypes = [o.dtype for o in jax.tree_util.tree_leaves(out)]
+        if dtypes == [jnp.result_type(c) for c in jax.tree_util.tree_leaves(carry)]:
+            return carry
+        carry = jax.tree_util.tree_map(lambda c, o: jnp.asarray(c, o.dtype), carry, out)
+    raise TypeError(
+        f"{describe(cell)} changes its carry's dtype at every step (last: {dtypes}); "
+        "lax.scan needs a carry whose dtype a step preserves."
     )
 
 
