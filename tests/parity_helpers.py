@@ -221,16 +221,19 @@ def _to_numpy(x):
     return np.asarray(x)
 
 
-def assert_trees_close(actual, expected, *, rtol, atol, check_dtype=True):
-    """Same structure, shapes and (optionally) dtypes, and values within the tolerances."""
+def assert_trees_close(actual, expected, *, rtol, atol, check_dtype=True, label=""):
+    """Same structure, shapes and (optionally) dtypes, and values within the tolerances.
+
+    ``label`` names the case in failure messages.
+    """
     actual, expected = plain(actual), plain(expected)
     assert jax.tree_util.tree_structure(actual) == jax.tree_util.tree_structure(expected), (
-        f"structures differ:\n{jax.tree_util.tree_structure(actual)}\n"
+        f"{label}: structures differ:\n{jax.tree_util.tree_structure(actual)}\n"
         f"{jax.tree_util.tree_structure(expected)}"
     )
     flat, _ = jax.tree_util.tree_flatten_with_path(expected)
     for (path, want), got in zip(flat, jax.tree_util.tree_leaves(actual)):
-        where = jax.tree_util.keystr(path) or "output"
+        where = f"{label}{jax.tree_util.keystr(path) or ' output'}"
         assert np.shape(got) == np.shape(want), (
             f"{where}: shape {np.shape(got)}, expected {np.shape(want)}"
         )
@@ -252,10 +255,26 @@ def tolerance_for(tree):
     return TOLERANCES["float32"]
 
 
-def assert_matches_flax(actual, expected, **tolerance):
+def assert_matches_flax(actual, expected, *, label="", **tolerance):
     """rnnlib's result equals Flax's within the tolerance of its dtype."""
     tolerance = tolerance or tolerance_for(expected)
-    assert_trees_close(actual, expected, **tolerance)
+    assert_trees_close(actual, expected, label=label, **tolerance)
+
+
+def assert_each_matches_flax(pairs, **tolerance):
+    """``pairs`` maps a case name to ``(rnnlib_result, flax_result)``; each must match."""
+    assert pairs
+    for name, (actual, expected) in pairs.items():
+        assert_matches_flax(actual, expected, label=name, **tolerance)
+
+
+def jit_together(fn, *args):
+    """``fn(*args)`` compiled as one program.
+
+    Compiling dominates these tests: one program holding several rnnlib and Flax
+    calls compiles in about the time of a single call, so related cases share one.
+    """
+    return jax.jit(fn)(*args)
 
 
 # ---------------------------------------------------------------------------

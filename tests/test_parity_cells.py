@@ -20,10 +20,12 @@ from tests.parity_helpers import (
     DENSE_CELLS,
     GRAD_TOLERANCES,
     TOLERANCES,
+    assert_each_matches_flax,
     assert_matches_flax,
     assert_same_signature,
     assert_trees_close,
     jit_apply,
+    jit_together,
     random_array,
     random_like,
     random_variables,
@@ -183,26 +185,24 @@ def test_cell_recurrent_kernels_are_orthogonal_like_flax(case):
         np.testing.assert_allclose(kernel.T @ kernel, np.eye(kernel.shape[1]), atol=1e-5)
 
 
-# Every cell with one batch layout, the layouts taking turns; LSTMCell and the 1-D
-# ConvLSTMCell (one and two feature axes) with all three.
-STEP_GRID = [
-    pytest.param(case, BATCH_DIMS[i % 3], id=f"{case.id}-{BATCH_IDS[i % 3]}")
-    for i, case in enumerate(ALL_CELLS)
-] + [
-    pytest.param(CELLS_BY_ID[name], BATCH_DIMS[i], id=f"{name}-{BATCH_IDS[i]}")
-    for name in ("LSTMCell", "ConvLSTMCell-1d")
-    for i in range(3)
-    if ALL_CELLS.index(CELLS_BY_ID[name]) % 3 != i
-]
-
-
-@pytest.mark.parametrize("case, batch_dims", STEP_GRID)
-def test_cell_step_matches_flax(case, batch_dims):
+@pytest.mark.parametrize("case", ALL_CELLS, ids=CELL_IDS)
+def test_cell_step_matches_flax_for_every_batch_layout(case):
     flax_cell, cell = case.twins()
-    x = _step_input(case, batch_dims, 0)
-    carry = _random_carry(cell, 1, x)
-    variables = random_variables(flax_cell, 2, carry, x)
-    assert_matches_flax(cell.apply(variables, carry, x), jit_apply(flax_cell, variables, carry, x))
+    xs = {bid: _step_input(case, bd, i) for i, (bd, bid) in enumerate(zip(BATCH_DIMS, BATCH_IDS))}
+    carries = {bid: _random_carry(cell, 10 + i, x) for i, (bid, x) in enumerate(xs.items())}
+    variables = random_variables(flax_cell, 2, carries["batch"], xs["batch"])
+
+    # One compiled program for all the cases: compiling dominates the running time.
+    def both(variables, carries, xs):
+        return {
+            bid: (
+                cell.apply(variables, carries[bid], x),
+                flax_cell.apply(variables, carries[bid], x),
+            )
+            for bid, x in xs.items()
+        }
+
+    assert_each_matches_flax(jit_together(both, variables, carries, xs))
 
 
 @pytest.mark.parametrize(
@@ -218,14 +218,21 @@ def test_cell_init_with_output_returns_the_output_of_its_variables(case):
     assert_matches_flax(output, jit_apply(flax_cell, variables, carry, x))
 
 
+def _step_both(flax_cell, cell, variables, carry, x):
+    """One step of each library, compiled together."""
+    return jit_together(
+        lambda v, c, x: (cell.apply(v, c, x), flax_cell.apply(v, c, x)), variables, carry, x
+    )
+
+
 @pytest.mark.parametrize("case", BUILTIN_CELLS, ids=_ids)
 def test_cell_step_with_bfloat16_compute_matches_flax(case):
     flax_cell, cell = case.twins(dtype=jnp.bfloat16)
     x = _step_input(case, (2,), 0)
     carry = _random_carry(cell, 1, x)
     variables = random_variables(flax_cell, 2, carry, x)
-    expected = jit_apply(flax_cell, variables, carry, x)
-    assert_matches_flax(cell.apply(variables, carry, x), expected, **TOLERANCES["bfloat16"])
+    got, expected = _step_both(flax_cell, cell, variables, carry, x)
+    assert_matches_flax(got, expected, **TOLERANCES["bfloat16"])
 
 
 COMPLEX_INPUT_CELLS = ["OptimizedLSTMCell", "MGUCell-no_reset_gate", "SimpleCell-residual"]
@@ -240,9 +247,9 @@ def test_cell_step_with_complex64_inputs_and_float32_params_matches_flax(case):
     x = _step_input(case, (2,), 0, jnp.complex64)
     carry = _random_carry(cell, 1, x)
     variables = random_variables(flax_cell, 2, carry, x)
-    expected = jit_apply(flax_cell, variables, carry, x)
+    got, expected = _step_both(flax_cell, cell, variables, carry, x)
     assert jax.tree_util.tree_leaves(expected)[-1].dtype == jnp.complex64
-    assert_matches_flax(cell.apply(variables, carry, x), expected, **TOLERANCES["complex64"])
+    assert_matches_flax(got, expected, **TOLERANCES["complex64"])
 
 
 @pytest.mark.parametrize(
@@ -252,14 +259,13 @@ def test_cell_with_complex64_params_matches_flax(case):
     flax_cell, cell = case.twins(param_dtype=jnp.complex64)
     x = _step_input(case, (2,), 0, jnp.complex64)
     carry = _random_carry(cell, 1, x)
-    variables = cell.init(jax.random.key(2), carry, x)
-    assert_same_signature(variables, jax.eval_shape(flax_cell.init, jax.random.key(2), carry, x))
-    variables = random_variables(flax_cell, 3, carry, x)
-    assert_matches_flax(
-        cell.apply(variables, carry, x),
-        jit_apply(flax_cell, variables, carry, x),
-        **TOLERANCES["complex64"],
+    assert_same_signature(
+        jax.eval_shape(cell.init, jax.random.key(2), carry, x),
+        jax.eval_shape(flax_cell.init, jax.random.key(2), carry, x),
     )
+    variables = random_variables(flax_cell, 3, carry, x)
+    got, expected = _step_both(flax_cell, cell, variables, carry, x)
+    assert_matches_flax(got, expected, **TOLERANCES["complex64"])
 
 
 @pytest.mark.parametrize("case", [DENSE_CELLS[0], CONV_CELLS[1]], ids=_ids)
@@ -268,7 +274,7 @@ def test_cell_accepts_frozendict_variables_and_raw_prng_keys(case):
     x = _step_input(case, (2,), 0)
     carry = cell.initialize_carry(jax.random.PRNGKey(1), x.shape)
     variables = cell.init(jax.random.PRNGKey(2), carry, x)
-    assert_same_signature(variables, cell.init(jax.random.key(2), carry, x))
+    assert_same_signature(variables, jax.eval_shape(cell.init, jax.random.key(2), carry, x))
     frozen = freeze(random_variables(flax_cell, 3, carry, x))
     assert_matches_flax(cell.apply(frozen, carry, x), jit_apply(flax_cell, frozen, carry, x))
 
@@ -280,12 +286,15 @@ def test_cell_gradients_match_flax(case):
     carry = _random_carry(cell, 1, x)
     variables = random_variables(flax_cell, 2, carry, x)
 
-    def gradients(module):
+    def gradients(module, variables, carry, x):
         def loss(variables, carry, x):
             new_carry, y = module.apply(variables, carry, x)
             leaves = jax.tree_util.tree_leaves(new_carry)
             return jnp.sum(jnp.sin(y)) + sum(jnp.sum(leaf**2) for leaf in leaves)
 
-        return jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(variables, carry, x)
+        return jax.grad(loss, argnums=(0, 1, 2))(variables, carry, x)
 
-    assert_trees_close(gradients(cell), gradients(flax_cell), **GRAD_TOLERANCES)
+    got, expected = jit_together(
+        lambda *args: (gradients(cell, *args), gradients(flax_cell, *args)), variables, carry, x
+    )
+    assert_trees_close(got, expected, **GRAD_TOLERANCES)

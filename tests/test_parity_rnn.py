@@ -10,19 +10,21 @@ from flax.linen.recurrent import flip_sequences as flax_flip_sequences
 
 import rnnlib
 from tests.parity_helpers import (
+    ALL_CELLS,
     BATCH_DIMS,
     BATCH_IDS,
     CELLS_BY_ID,
     CONV_CELLS,
-    CUSTOM_FN_CELLS,
     DENSE_CELLS,
     TOLERANCES,
     CellCase,
+    assert_each_matches_flax,
     assert_matches_flax,
     assert_same_signature,
     final_carries_one_by_one,
     flax_reference,
     jit_apply,
+    jit_together,
     jitted,
     random_array,
     random_lengths,
@@ -48,16 +50,24 @@ def _lengths(batch_dims, seed=3, minimum=1):
 # Parameter trees and the two directions of variable exchange.
 
 
-@pytest.mark.parametrize("case", BUILTIN_CELLS, ids=lambda c: c.id)
-def test_rnn_init_has_flax_tree_and_both_libraries_apply_either_init(case):
+@pytest.mark.parametrize("case", ALL_CELLS, ids=lambda c: c.id)
+def test_rnn_init_has_flax_tree(case):
+    flax_rnn, rnn = _twin_rnns(case)
+    x = sequence_input(0, (2,), TIME, case.feature_shape)
+    shapes = jax.eval_shape(rnn.init, jax.random.key(1), x)
+    assert set(shapes) == {"params"} and set(shapes["params"]) == {"cell"}
+    assert_same_signature(shapes, jax.eval_shape(flax_rnn.init, jax.random.key(1), x))
+
+
+@pytest.mark.parametrize(
+    "case", [CELLS_BY_ID["LSTMCell"], CELLS_BY_ID["GRUCell"], CONV_CELLS[0]], ids=lambda c: c.id
+)
+def test_rnn_init_and_flax_layout_variables_give_the_same_numbers_in_both_libraries(case):
     flax_rnn, rnn = _twin_rnns(case, return_carry=True)
     x = sequence_input(0, (2,), TIME, case.feature_shape)
     lengths = _lengths((2,))
-
     variables = rnn.init(jax.random.key(1), x, seq_lengths=lengths)
-    assert_same_signature(variables, jax.eval_shape(flax_rnn.init, jax.random.key(1), x))
-    assert set(variables) == {"params"} and set(variables["params"]) == {"cell"}
-
+    flax_variables = random_variables(flax_rnn, 2, x)
     flax_apply = jitted(flax_rnn)
     # rnnlib init -> Flax apply gives rnnlib's numbers.
     assert_matches_flax(
@@ -65,7 +75,6 @@ def test_rnn_init_has_flax_tree_and_both_libraries_apply_either_init(case):
         flax_apply(variables, x, seq_lengths=lengths),
     )
     # Variables in Flax's layout -> rnnlib apply gives Flax's numbers.
-    flax_variables = random_variables(flax_rnn, 2, x)
     assert_matches_flax(
         rnn.apply(flax_variables, x, seq_lengths=lengths),
         flax_apply(flax_variables, x, seq_lengths=lengths),
@@ -98,75 +107,76 @@ def test_rnn_accepts_frozendict_variables_and_raw_prng_keys():
 
 
 # ---------------------------------------------------------------------------
-# Every cell with the other batch layouts: no batch dims or two, taking turns
-# (the test above runs each built-in cell with one batch dim).
-
-CELL_GRID = [
-    pytest.param(case, layouts[i % len(layouts)], id=f"{case.id}-{ids[i % len(ids)]}")
-    for cases, layouts, ids in [
-        (BUILTIN_CELLS, BATCH_DIMS[::2], BATCH_IDS[::2]),
-        (CUSTOM_FN_CELLS, BATCH_DIMS, BATCH_IDS),
-    ]
-    for i, case in enumerate(cases)
-]
+# Every cell over every batch layout. Each test compiles its cases, rnnlib's and
+# Flax's, as one program (see jit_together): compiling dominates the running time.
 
 
-@pytest.mark.parametrize("case, batch_dims", CELL_GRID)
-def test_rnn_outputs_and_final_carry_match_flax_for_every_cell(case, batch_dims):
+def _layouts(feature_shape, *, time_major=False):
+    """One input per batch layout: no batch dims, one, and two."""
+    return {
+        batch_id: sequence_input(i, batch_dims, TIME, feature_shape, time_major=time_major)
+        for i, (batch_dims, batch_id) in enumerate(zip(BATCH_DIMS, BATCH_IDS))
+    }
+
+
+@pytest.mark.parametrize("case", ALL_CELLS, ids=lambda c: c.id)
+def test_rnn_outputs_and_final_carry_match_flax_for_every_cell_and_batch_layout(case):
     flax_rnn, rnn = _twin_rnns(case, return_carry=True)
-    x = sequence_input(0, batch_dims, TIME, case.feature_shape)
-    variables = random_variables(flax_rnn, 1, x)
-    assert_matches_flax(rnn.apply(variables, x), jit_apply(flax_rnn, variables, x))
+    xs = _layouts(case.feature_shape)
+    variables = random_variables(flax_rnn, 1, xs["batch"])
+
+    def both(variables, xs):
+        return {k: (rnn.apply(variables, x), flax_rnn.apply(variables, x)) for k, x in xs.items()}
+
+    assert_each_matches_flax(jit_together(both, variables, xs))
 
 
 # ---------------------------------------------------------------------------
 # The options that interact: seq_lengths x reverse x keep_order x time_major in
-# full, with the final carry returned; the batch layout changes from case to case
-# so that each layout meets each direction and both kinds of lengths.
+# full, each over every batch layout, with the final carry returned.
 
 DIRECTIONS = {
-    "forward": (False, False),
-    "reverse": (True, False),
-    "reverse-keep_order": (True, True),
+    "forward": dict(reverse=False, keep_order=False),
+    "reverse": dict(reverse=True, keep_order=False),
+    "reverse-keep_order": dict(reverse=True, keep_order=True),
+    "forward-keep_order": dict(reverse=False, keep_order=True),  # keep_order alone: no-op
 }
-OPTIONS_GRID = [
-    pytest.param(
-        *DIRECTIONS[direction],
-        time_major,
-        with_lengths,
-        batch_dims,
-        id=f"{direction}-{'time' if time_major else 'batch'}_major-"
-        f"{'seq_lengths' if with_lengths else 'full'}-{batch_id}",
-    )
-    for d, direction in enumerate(DIRECTIONS)
-    for time_major in (False, True)
-    for with_lengths in (False, True)
-    for batch_dims, batch_id in [
-        (
-            BATCH_DIMS[(d + 2 * time_major + with_lengths) % 3],
-            BATCH_IDS[(d + 2 * time_major + with_lengths) % 3],
-        )
-    ]
-] + [
-    # keep_order without reverse changes nothing; one case shows it.
-    pytest.param(False, True, False, True, (2,), id="forward-keep_order-seq_lengths-batch"),
-]
 
 
-@pytest.mark.parametrize("reverse, keep_order, time_major, with_lengths, batch_dims", OPTIONS_GRID)
-def test_rnn_options_match_flax(reverse, keep_order, time_major, with_lengths, batch_dims):
-    # Tuple carries (LSTM) for batch-major inputs, single-array carries (GRU) for time-major.
-    case = CELLS_BY_ID["GRUCell" if time_major else "LSTMCell"]
+@pytest.mark.parametrize(
+    "cell_id, batch_dims",
+    [("LSTMCell", ()), ("GRUCell", (2,)), ("LSTMCell", (2, 3))],
+    ids=["LSTMCell-no-batch", "GRUCell-batch", "LSTMCell-batch2x3"],
+)
+def test_rnn_options_match_flax(cell_id, batch_dims):
+    case = CELLS_BY_ID[cell_id]
     flax_rnn, rnn = _twin_rnns(case, return_carry=True)
-    x = sequence_input(0, batch_dims, TIME, case.feature_shape, time_major=time_major)
-    variables = random_variables(flax_rnn, 1, x, time_major=time_major)
-    options = dict(time_major=time_major, reverse=reverse, keep_order=keep_order)
-    if with_lengths:
-        options["seq_lengths"] = _lengths(batch_dims)
-    assert_matches_flax(
-        rnn.apply(variables, x, **options),
-        flax_reference(flax_rnn, variables, x, num_batch_dims=len(batch_dims), **options),
-    )
+    x = sequence_input(0, batch_dims, TIME, case.feature_shape)
+    variables = random_variables(flax_rnn, 1, x)
+    cases = {
+        f"{direction}-{'time' if time_major else 'batch'}_major-"
+        f"{'seq_lengths' if with_lengths else 'full'}": (flags, time_major, with_lengths)
+        for direction, flags in DIRECTIONS.items()
+        for time_major in (False, True)
+        for with_lengths in (False, True)
+    }
+
+    # Inputs and lengths are arguments, not constants for XLA to fold.
+    def both(variables, x, lengths):
+        inputs = {False: x, True: jnp.moveaxis(x, len(batch_dims), 0)}
+        results = {}
+        for name, (flags, time_major, with_lengths) in cases.items():
+            options = dict(flags, time_major=time_major)
+            if with_lengths:
+                options["seq_lengths"] = lengths
+            xx = inputs[time_major]
+            results[name] = (
+                rnn.apply(variables, xx, **options),
+                flax_reference(flax_rnn, variables, xx, num_batch_dims=len(batch_dims), **options),
+            )
+        return results
+
+    assert_each_matches_flax(jit_together(both, variables, x, _lengths(batch_dims)))
 
 
 @pytest.mark.parametrize("where", ["fields", "call"])
@@ -185,69 +195,109 @@ def test_rnn_call_arguments_override_fields_like_flax(where):
     assert_matches_flax(rnn.apply(variables, x, seq_lengths=lengths, **call), expected)
 
 
-@pytest.mark.parametrize(
-    "unroll, reverse, with_lengths",
-    [(3, True, True), (3, False, True), (7, True, False)],
-    ids=["3-reverse-seq_lengths", "3-forward-seq_lengths", "7_over_time-reverse-full"],
-)
-def test_rnn_unroll_matches_flax(unroll, reverse, with_lengths):
+def test_rnn_unroll_matches_flax():
     case = CELLS_BY_ID["MGUCell-reset_gate"]
-    flax_rnn, rnn = _twin_rnns(case, unroll=unroll, return_carry=True, reverse=reverse)
     x = sequence_input(0, (3,), TIME, case.feature_shape)
-    variables = random_variables(flax_rnn, 1, x)
-    options = {"seq_lengths": _lengths((3,))} if with_lengths else {}
-    assert_matches_flax(
-        rnn.apply(variables, x, **options), jit_apply(flax_rnn, variables, x, **options)
-    )
+    lengths = _lengths((3,))
+    cases = {
+        "unroll3-reverse-seq_lengths": (3, dict(reverse=True, seq_lengths=lengths)),
+        "unroll3-forward-seq_lengths": (3, dict(seq_lengths=lengths)),
+        "unroll7_over_time-reverse-full": (7, dict(reverse=True)),
+    }
+    twins = {name: _twin_rnns(case, unroll=u, return_carry=True) for name, (u, _) in cases.items()}
+    variables = random_variables(twins["unroll3-forward-seq_lengths"][0], 1, x)
+
+    def both(variables, x, lengths):
+        return {
+            name: (
+                twins[name][1].apply(variables, x, **_with_lengths(options, lengths)),
+                twins[name][0].apply(variables, x, **_with_lengths(options, lengths)),
+            )
+            for name, (_, options) in cases.items()
+        }
+
+    assert_each_matches_flax(jit_together(both, variables, x, lengths))
+
+
+def _with_lengths(options, lengths):
+    """``options`` with its ``seq_lengths`` (if any) replaced by the traced ``lengths``."""
+    return dict(options, seq_lengths=lengths) if "seq_lengths" in options else options
 
 
 # ---------------------------------------------------------------------------
-# ConvLSTM in 1-D, 2-D and 3-D, with explicit strides and size-preserving padding.
+# ConvLSTM in 1-D, 2-D and 3-D, with explicit strides and size-preserving padding,
+# each over every batch layout.
 
 CONV_CONFIGS = {
-    "1d-same": (dict(kernel_size=(3,), strides=(1,), padding="SAME"), (6, 2)),
-    "1d-explicit": (dict(kernel_size=(2,), strides=(1,), padding=((0, 1),)), (5, 2)),
-    "1d-circular": (dict(kernel_size=(3,), padding="CIRCULAR", use_bias=False), (6, 2)),
-    "2d-explicit": (
-        dict(kernel_size=(3, 3), strides=(1, 1), padding=((1, 1), (1, 1)), use_bias=False),
-        (4, 5, 2),
-    ),
-    "2d-same": (dict(kernel_size=(2, 3), padding="SAME"), (4, 3, 2)),
-    "3d-same": (dict(kernel_size=(2, 2, 2), strides=(1, 1, 1), padding="SAME"), (3, 3, 2, 2)),
-    "3d-explicit": (
-        dict(kernel_size=(3, 1, 2), padding=((1, 1), (0, 0), (0, 1)), use_bias=False),
-        (3, 2, 3, 1),
-    ),
+    "1d": {
+        "same": (dict(kernel_size=(3,), strides=(1,), padding="SAME"), (6, 2), ()),
+        "explicit": (dict(kernel_size=(2,), strides=(1,), padding=((0, 1),)), (5, 2), (2,)),
+        "circular": (
+            dict(kernel_size=(3,), padding="CIRCULAR", use_bias=False),
+            (6, 2),
+            (2, 3),
+        ),
+    },
+    "2d": {
+        "explicit": (
+            dict(kernel_size=(3, 3), strides=(1, 1), padding=((1, 1), (1, 1)), use_bias=False),
+            (4, 5, 2),
+            (),
+        ),
+        "same": (dict(kernel_size=(2, 3), padding="SAME"), (4, 3, 2), (2,)),
+        "explicit-strides": (
+            dict(kernel_size=(2, 2), strides=(1, 1), padding=((0, 1), (1, 0))),
+            (3, 3, 1),
+            (2, 3),
+        ),
+    },
+    "3d": {
+        "same": (dict(kernel_size=(2, 2, 2), strides=(1, 1, 1), padding="SAME"), (3, 3, 2, 2), ()),
+        "explicit": (
+            dict(kernel_size=(3, 1, 2), padding=((1, 1), (0, 0), (0, 1)), use_bias=False),
+            (3, 2, 3, 1),
+            (2,),
+        ),
+        "same-no_bias": (
+            dict(kernel_size=(1, 2, 1), strides=(1, 1, 1), padding="SAME", use_bias=False),
+            (2, 2, 2, 1),
+            (2, 3),
+        ),
+    },
 }
-CONV_GRID = [
-    ("1d-same", ()),
-    ("1d-explicit", (2,)),
-    ("1d-circular", (2, 3)),
-    ("2d-explicit", ()),
-    ("2d-explicit", (2,)),
-    ("2d-same", (2, 3)),
-    ("3d-same", ()),
-    ("3d-same", (2,)),
-    ("3d-explicit", (2, 3)),
-]
 
 
-@pytest.mark.parametrize(
-    "config, batch_dims", CONV_GRID, ids=[f"{c}-{len(b)}batch" for c, b in CONV_GRID]
-)
-def test_conv_lstm_rnn_matches_flax(config, batch_dims):
-    fields, feature_shape = CONV_CONFIGS[config]
-    time_major = len(batch_dims) == 1  # one layout of each dimensionality is time-major
-    case = CellCase(config, lambda lib, **kw: lib.ConvLSTMCell(features=3, **fields, **kw), ())
-    flax_rnn, rnn = _twin_rnns(case, return_carry=True, time_major=time_major, reverse=True)
-    x = sequence_input(0, batch_dims, TIME, feature_shape, time_major=time_major)
-    variables = random_variables(flax_rnn, 1, x)
-    lengths = _lengths(batch_dims)
-    assert_same_signature(rnn.init(jax.random.key(2), x, seq_lengths=lengths), variables)
-    assert_matches_flax(
-        rnn.apply(variables, x, seq_lengths=lengths),
-        flax_reference(flax_rnn, variables, x, num_batch_dims=len(batch_dims), seq_lengths=lengths),
-    )
+@pytest.mark.parametrize("dims", list(CONV_CONFIGS))
+def test_conv_lstm_rnn_matches_flax(dims):
+    twins, inputs, lengths, variables = {}, {}, {}, {}
+    for i, (name, (fields, feature_shape, batch_dims)) in enumerate(CONV_CONFIGS[dims].items()):
+        case = CellCase(name, lambda lib, fields=fields: lib.ConvLSTMCell(features=3, **fields), ())
+        time_major = len(batch_dims) == 1  # one layout of each dimensionality is time-major
+        name = f"{name}-{len(batch_dims)}batch{'-time_major' if time_major else ''}"
+        twins[name] = _twin_rnns(case, return_carry=True, time_major=time_major, reverse=True)
+        inputs[name] = sequence_input(i, batch_dims, TIME, feature_shape, time_major=time_major)
+        lengths[name] = _lengths(batch_dims, seed=i)
+        variables[name] = random_variables(twins[name][0], i, inputs[name])
+        assert_same_signature(
+            jax.eval_shape(twins[name][1].init, jax.random.key(2), inputs[name]), variables[name]
+        )
+
+    def both(variables, inputs, lengths):
+        return {
+            name: (
+                rnn.apply(variables[name], inputs[name], seq_lengths=lengths[name]),
+                flax_reference(
+                    flax_rnn,
+                    variables[name],
+                    inputs[name],
+                    num_batch_dims=lengths[name].ndim,
+                    seq_lengths=lengths[name],
+                ),
+            )
+            for name, (flax_rnn, rnn) in twins.items()
+        }
+
+    assert_each_matches_flax(jit_together(both, variables, inputs, lengths))
 
 
 # ---------------------------------------------------------------------------
@@ -267,26 +317,23 @@ def test_rnn_with_bfloat16_compute_matches_flax(case):
     x = sequence_input(0, (2,), TIME, case.feature_shape)
     # Flax cannot even trace this RNN for a SimpleCell (see below), so the
     # parameter layout is read from the cell.
-    cell_variables = random_variables(case.make(nn), 1, *_first_step(case, x))
+    carry = flax_rnn.cell.initialize_carry(jax.random.key(0), x[:, 0].shape)
+    cell_variables = random_variables(flax_rnn.cell, 1, carry, x[:, 0])
     variables = {"params": {"cell": cell_variables["params"]}}
     lengths = _lengths((2,))
-    got = rnn.apply(variables, x, seq_lengths=lengths)
     # Flax's scan needs the carry's dtype fixed from the start. A SimpleCell computing
-    # in bfloat16 returns a bfloat16 carry, so Flax is given a bfloat16 initial carry;
-    # rnnlib promotes its own initial carry to the cell's computed dtype.
-    carry_dtype = jax.tree_util.tree_leaves(got[0])[0].dtype
-    initial_carry = jax.tree_util.tree_map(
-        lambda c: c.astype(carry_dtype),
-        flax_rnn.cell.initialize_carry(jax.random.key(0), x[:, 0].shape),
-    )
-    expected = jit_apply(flax_rnn, variables, x, seq_lengths=lengths, initial_carry=initial_carry)
-    assert_matches_flax(got, expected, **TOLERANCES["bfloat16"])
+    # in bfloat16 returns a bfloat16 carry from a float32 one, so Flax is given the
+    # initial carry in the dtype the cell computes, which is what rnnlib promotes to.
+    step_carry, _ = jax.eval_shape(flax_rnn.cell.apply, cell_variables, carry, x[:, 0])
+    initial_carry = jax.tree_util.tree_map(lambda c, s: c.astype(s.dtype), carry, step_carry)
 
+    def both(variables, x, lengths):
+        return (
+            rnn.apply(variables, x, seq_lengths=lengths),
+            flax_rnn.apply(variables, x, seq_lengths=lengths, initial_carry=initial_carry),
+        )
 
-def _first_step(case, x):
-    """The (carry, input) of a cell's first step on the batch-major sequence ``x``."""
-    step = x[:, 0]
-    return case.make(nn).initialize_carry(jax.random.key(0), step.shape), step
+    assert_matches_flax(*jit_together(both, variables, x, lengths), **TOLERANCES["bfloat16"])
 
 
 @pytest.mark.parametrize(
@@ -296,13 +343,16 @@ def test_rnn_with_complex64_params_matches_flax(case):
     flax_rnn, rnn = _twin_rnns(case, {"param_dtype": jnp.complex64}, return_carry=True)
     x = sequence_input(0, (2,), TIME, case.feature_shape, dtype=jnp.complex64)
     variables = random_variables(flax_rnn, 1, x)
-    assert_same_signature(rnn.init(jax.random.key(2), x), variables)
+    assert_same_signature(jax.eval_shape(rnn.init, jax.random.key(2), x), variables)
     lengths = _lengths((2,))
-    assert_matches_flax(
-        rnn.apply(variables, x, seq_lengths=lengths),
-        jit_apply(flax_rnn, variables, x, seq_lengths=lengths),
-        **TOLERANCES["complex64"],
-    )
+
+    def both(variables, x, lengths):
+        return (
+            rnn.apply(variables, x, seq_lengths=lengths),
+            flax_rnn.apply(variables, x, seq_lengths=lengths),
+        )
+
+    assert_matches_flax(*jit_together(both, variables, x, lengths), **TOLERANCES["complex64"])
 
 
 @pytest.mark.parametrize(
@@ -319,9 +369,14 @@ def test_rnn_with_complex64_inputs_and_float32_params_promotes_the_carry(case):
         lambda c: c.astype(jnp.complex64),
         flax_rnn.cell.initialize_carry(jax.random.key(0), x[:, 0].shape),
     )
-    got = rnn.apply(variables, x, seq_lengths=lengths)
-    expected = jit_apply(flax_rnn, variables, x, seq_lengths=lengths, initial_carry=promoted)
-    assert_matches_flax(got, expected, **TOLERANCES["complex64"])
+
+    def both(variables, x, lengths):
+        return (
+            rnn.apply(variables, x, seq_lengths=lengths),
+            flax_rnn.apply(variables, x, seq_lengths=lengths, initial_carry=promoted),
+        )
+
+    assert_matches_flax(*jit_together(both, variables, x, lengths), **TOLERANCES["complex64"])
 
 
 # ---------------------------------------------------------------------------
@@ -382,16 +437,12 @@ def test_rnn_init_key_draws_the_initial_carry_like_flax(key_kind):
         ((3, 4), False, False),
         ((3, 4), True, True),
         ((3, 3), False, True),
-        ((3, 3), True, False),
-        ((2, 1, 2), False, True),
         ((2, 1, 2), True, False),
     ],
     ids=[
         "3x4-batch_major-forward",
         "3x4-time_major-reverse",
         "3x3-batch_major-reverse",
-        "3x3-time_major-forward",
-        "2x1x2-batch_major-reverse",
         "2x1x2-time_major-forward",
     ],
 )
