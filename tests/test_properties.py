@@ -123,7 +123,7 @@ def _cell_params(flax_cell, data, seed):
     )
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=sequences(), merge=st.sampled_from(["concat", "sum"]))
 def test_bidirectional_matches_flax_or_running_each_sequence_alone(data, merge):
     forward = CELLS_BY_ID["GRUCell"]
@@ -231,7 +231,7 @@ def test_flip_sequences_matches_flax(
     )
 
 
-@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     batch_dims=st.lists(st.integers(1, 2), min_size=0, max_size=2).map(tuple),
     signal=st.lists(st.integers(2, 4), min_size=1, max_size=2).map(tuple),

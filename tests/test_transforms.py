@@ -116,9 +116,6 @@ def test_bidirectional_seq_lengths_traced_under_jit_give_the_concrete_result():
 GRAD_GRID = [
     pytest.param("LSTMCell", (2,), {}, True, id="LSTMCell-batch-seq_lengths"),
     pytest.param(
-        "OptimizedLSTMCell", (), {"reverse": True}, False, id="OptimizedLSTMCell-reverse-full"
-    ),
-    pytest.param(
         "GRUCell",
         (2, 3),
         {"reverse": True, "keep_order": True},
@@ -126,10 +123,7 @@ GRAD_GRID = [
         id="GRUCell-batch2x3-keep_order-seq_lengths",
     ),
     pytest.param(
-        "MGUCell-reset_gate", (2,), {"time_major": True}, True, id="MGUCell-time_major-seq_lengths"
-    ),
-    pytest.param(
-        "SimpleCell-residual", (2,), {"unroll": 3}, False, id="SimpleCell-residual-unroll-full"
+        "SimpleCell-residual", (), {"unroll": 3}, False, id="SimpleCell-residual-unroll-full"
     ),
     pytest.param(
         "ConvLSTMCell-1d", (2,), {"reverse": True}, True, id="ConvLSTMCell-1d-reverse-seq_lengths"
