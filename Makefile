@@ -60,4 +60,4 @@ bench: env
 	$(PY) -m benchmarks.run
 
 clean:
-	rm -rf _build $(VENV) $(LOWEST)
+	rm -rf _build $(VENV) $(LOWEST) $(FLAX06)

@@ -79,8 +79,8 @@ It does not fix ``ConvLSTMCell.initialize_carry``, because the current call need
 ``kernel_size`` and takes the carry's signal dims from the input, neither of which the old
 call shows (so a wrong ``size`` that 0.6 accepted, as in FLIP 3099, surfaces here), nor a
 cell whose width is not written in the same call, nor ``rnnlib.legacy`` code (the old API on
-purpose), nor the ``nn.scan`` wrapper (a structural change). Every finding it leaves has a
-reason. The fixer never touches a file it cannot parse, leaves every byte outside the edited
+purpose; its suggestions name rnnlib's own cells, such as ``rnnlib.LSTMCell``), nor the
+``nn.scan`` wrapper (a structural change). Every finding it leaves has a reason. The fixer never touches a file it cannot parse, leaves every byte outside the edited
 spans as it was, re-parses its result before writing, and in a notebook edits only code
 cells and writes the JSON back in the layout it was read in (a notebook whose layout it
 cannot reproduce byte for byte is left alone, with that reason).
@@ -536,7 +536,11 @@ class _Checker:
         spelled = self.src.segment(owner)
         new_name = "ConvLSTMCell" if name == "ConvLSTM" else name
         new_spelled = spelled
-        if scanned:
+        if family == "legacy":
+            # A legacy class takes no features: the new call is on rnnlib's own cell, the
+            # one that computes for it (and, not being linen, it has no parent to set).
+            new_spelled = f"rnnlib.{new_name}"
+        elif scanned:
             new_spelled = name
         elif spelled.endswith(name):
             new_spelled = spelled[: len(spelled) - len(name)] + new_name
@@ -562,12 +566,13 @@ class _Checker:
                 call, message, new_spelled, rng_src, batch, size, init_part, family
             )
         parent_part = ", parent=None" if family == "flax" else ""
-        why = f"; {_PARENT_NONE_WHY}" if parent_part else ""
+        # Only Flax cells are ever rewritten, so only their suggestion says what --fix writes.
+        fix_note = f"; --fix writes 1; {_PARENT_NONE_WHY}" if family == "flax" else ""
         suggestion = (
             f"{new_spelled}(features={seg(size)}{init_part}{parent_part}).initialize_carry("
             f"{rng_src}, {_with_placeholder(self.src, batch, '<input features>')})"
             f"  # any positive <input features> gives the same carry, since the carry of "
-            f"{new_name} does not depend on it; --fix writes 1{why}"
+            f"{new_name} does not depend on it{fix_note}"
         )
         reason = None
         if family == "legacy":
@@ -842,11 +847,13 @@ class _Checker:
             f"and builds its carry in a class-level initialize_carry (line {carry_def.lineno}), "
             f"the Flax 0.6 idiom"
         )
+        # Only the carry's cell gets parent=None, as the MIG001 fix writes it: the cell that
+        # nn.RNN scans must stay a submodule, since its parameters live there.
         suggestion = (
             f"nn.RNN(nn.{cell_name}(features=<hidden size>){time_major}) scans the cell and "
             f"builds the carry itself; where a carry is needed, call "
-            f"nn.{cell_name}(features=<hidden size>).initialize_carry(key, x[:, 0].shape) "
-            f"on a configured cell"
+            f"nn.{cell_name}(features=<hidden size>, parent=None)"
+            f".initialize_carry(key, x[:, 0].shape) on a configured cell; {_PARENT_NONE_WHY}"
         )
         self._add(
             cls,

@@ -17,6 +17,8 @@ import jax
 import numpy as np
 import pytest
 
+import rnnlib
+from rnnlib import legacy
 from rnnlib.migrate import main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -324,6 +326,28 @@ def test_scan_decorator_idiom_with_static_initialize_carry_is_reported(tmp_path,
     ]
     # in_axes=0 scans over the leading axis, which nn.RNN calls time_major.
     assert "time_major=True" in findings[0]["suggestion"]
+
+
+def test_scan_idiom_suggestion_builds_the_carry_cell_as_the_fix_does(tmp_path, capsys):
+    path = write(tmp_path / "sst2.py", SST2_STYLE)
+    _, report = run_json([path, "--fix"], capsys)
+    idiom, _, static_call = report["findings"]
+    assert (idiom["code"], static_call["code"]) == ("MIG004", "MIG001") and static_call["fixed"]
+    # The fixer builds the class's carry cell with parent=None ...
+    assert "nn.OptimizedLSTMCell(features=hidden_size, parent=None).initialize_carry(" in (
+        path.read_text()
+    )
+    # ... so the idiom's suggestion for building a carry says the same, and why.
+    suggestion = idiom["suggestion"]
+    assert "call nn.OptimizedLSTMCell(features=<hidden size>, parent=None).initialize_carry(" in (
+        suggestion
+    )
+    why = suggestion.split("parent=None keeps", 1)[1]
+    assert "submodule" in why and "parameter names" in why
+    # The cell nn.RNN scans must stay a submodule (its parameters live there): no parent=None.
+    assert suggestion.startswith(
+        "nn.RNN(nn.OptimizedLSTMCell(features=<hidden size>), time_major=True) scans"
+    )
 
 
 def test_scan_over_cell_without_class_level_initialize_carry_is_not_the_idiom(tmp_path, capsys):
@@ -793,6 +817,70 @@ def test_suggestion_says_why_flax_cells_get_parent_none_and_legacy_ones_do_not(t
     for suggestion in (flax_dense, conv):
         why = suggestion.split("parent=None keeps", 1)[1]
         assert "submodule" in why and "parameter names" in why
+
+
+@pytest.mark.parametrize(
+    "imports, old, new",
+    [
+        (
+            "from rnnlib import legacy",
+            "legacy.LSTMCell.initialize_carry(k, (2,), 3)",
+            "rnnlib.LSTMCell(features=3).initialize_carry(k, (2, <input features>))",
+        ),
+        (
+            "import rnnlib.legacy",
+            "rnnlib.legacy.GRUCell.initialize_carry(k, (2,), 3)",
+            "rnnlib.GRUCell(features=3).initialize_carry(k, (2, <input features>))",
+        ),
+        (
+            "from rnnlib.legacy import OptimizedLSTMCell",
+            "OptimizedLSTMCell.initialize_carry(k, (2,), 3)",
+            "rnnlib.OptimizedLSTMCell(features=3).initialize_carry(k, (2, <input features>))",
+        ),
+        (
+            "import rnnlib.legacy as old",
+            "old.GRUCell.initialize_carry(k, x.shape)",
+            "rnnlib.GRUCell(features=<features>).initialize_carry(rng, <input shape>)",
+        ),
+        (
+            "from rnnlib import legacy",
+            "legacy.ConvLSTMCell.initialize_carry(k, (2,), (5, 3))",
+            "rnnlib.ConvLSTMCell(features=3, kernel_size=(<k>,)).initialize_carry("
+            "k, (2, 5, <input channels>))",
+        ),
+    ],
+    ids=["legacy-attribute", "rnnlib-legacy-attribute", "from-import", "alias-bad-args", "conv"],
+)
+def test_legacy_static_call_is_pointed_at_the_current_rnnlib_cell(
+    imports, old, new, tmp_path, capsys
+):
+    source = f"{imports}\ncarry = {old}\n"
+    _, findings = scan_snippet(tmp_path, capsys, source)
+    [finding] = findings
+    assert finding["code"] == "MIG001" and not finding["fixable"]
+    # The new call is rnnlib's current API, never a legacy class (which takes no features),
+    # and rnnlib's cells are plain dataclasses, with no linen parent to set.
+    assert finding["suggestion"].startswith(new)
+    assert "legacy" not in finding["suggestion"] and "parent=None" not in finding["suggestion"]
+    # The fixer never edits legacy code, so the suggestion does not say what --fix writes.
+    assert "--fix" not in finding["suggestion"]
+
+
+@pytest.mark.parametrize("cell", ["LSTMCell", "OptimizedLSTMCell", "GRUCell"])
+def test_legacy_suggestion_runs_and_gives_the_legacy_carry(cell, tmp_path, capsys):
+    source = (
+        "import jax\nfrom rnnlib import legacy\n"
+        f"carry = legacy.{cell}.initialize_carry(k, (2, 3), 5, jax.nn.initializers.normal(0.5))\n"
+    )
+    _, findings = scan_snippet(tmp_path, capsys, source)
+    [finding] = findings
+    suggested = finding["suggestion"].split("  #", 1)[0].replace("<input features>", "7")
+    key = jax.random.PRNGKey(3)
+    new = eval(suggested, {"rnnlib": rnnlib, "jax": jax, "k": key})
+    with pytest.warns(DeprecationWarning):
+        old = getattr(legacy, cell).initialize_carry(key, (2, 3), 5, nn.initializers.normal(0.5))
+    assert jax.tree_util.tree_structure(old) == jax.tree_util.tree_structure(new)
+    jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=0, atol=0), old, new)
 
 
 def test_fixer_claims_exactly_the_gru_model_and_the_notebook_as_fully_fixed(tmp_path, capsys):
