@@ -37,6 +37,9 @@ GRAD_TOLERANCES = dict(rtol=1e-4, atol=1e-5)
 BATCH_DIMS = [(), (2,), (2, 3)]
 BATCH_IDS = ["no-batch", "batch", "batch2x3"]
 
+# The number of time steps in the sequences of the RNN and Bidirectional parity tests.
+TIME = 5
+
 
 # ---------------------------------------------------------------------------
 # Cell configurations, each buildable from either library.
@@ -66,7 +69,12 @@ class CellCase:
 
     def twins(self, **overrides):
         """The same cell built by Flax and by rnnlib."""
-        return self.make(nn, **overrides), self.make(rnnlib, **overrides)
+        return build_twins(lambda lib: self.make(lib, **overrides))
+
+
+def build_twins(build):
+    """``(build(flax.linen), build(rnnlib))``: one configuration built by both libraries."""
+    return build(nn), build(rnnlib)
 
 
 def _cell(name, **fields):
@@ -147,6 +155,11 @@ def random_lengths(seed, batch_dims, time, *, minimum=1):
     return jnp.asarray(rng.integers(minimum, time + 1, size=batch_dims), dtype=jnp.int32)
 
 
+def sequence_lengths(batch_dims, *, seed=3, minimum=1):
+    """Random lengths in ``[minimum, TIME]`` for sequences with the given ``batch_dims``."""
+    return random_lengths(seed, batch_dims, TIME, minimum=minimum)
+
+
 def random_variables(flax_module, seed, *args, scale=0.5, **kwargs):
     """Random variables laid out like ``flax_module.init(key, *args, **kwargs)``.
 
@@ -172,6 +185,14 @@ def random_like(seed, tree):
         for i, leaf in enumerate(leaves)
     ]
     return jax.tree_util.tree_unflatten(treedef, values)
+
+
+def random_carry(cell, seed, step_shape):
+    """A carry laid out like ``cell.initialize_carry(key, step_shape)``, filled with random values.
+
+    ``step_shape`` is the shape of one step's input, ``(*batch, *features)``.
+    """
+    return random_like(seed, cell.initialize_carry(jax.random.key(0), step_shape))
 
 
 def rnn_carry(cell, key, x, *, time_major=False):
@@ -268,6 +289,71 @@ def assert_each_matches_flax(pairs, **tolerance):
         assert_matches_flax(actual, expected, label=name, **tolerance)
 
 
+def assert_apply_matches_flax(
+    flax_module, module, variables, x, *, num_batch_dims=None, tolerance=None, **kwargs
+):
+    """``module.apply(variables, x, **kwargs)`` equals Flax's; returns rnnlib's result.
+
+    Flax's result comes from ``jit_apply``, or, given ``num_batch_dims``, from
+    ``flax_reference`` (which lifts Flax's one-batch-dim limit). ``tolerance`` is
+    ``dict(rtol=..., atol=...)``; without it the dtype of Flax's result decides.
+    """
+    got = module.apply(variables, x, **kwargs)
+    if num_batch_dims is None:
+        expected = jit_apply(flax_module, variables, x, **kwargs)
+    else:
+        expected = flax_reference(
+            flax_module, variables, x, num_batch_dims=num_batch_dims, **kwargs
+        )
+    assert_matches_flax(got, expected, **(tolerance or {}))
+    return got
+
+
+def assert_either_init_matches_flax(flax_module, module, x, **kwargs):
+    """Variables from rnnlib's ``init`` and random ones in Flax's layout both give Flax's numbers.
+
+    Both variable sets go through one compiled Flax apply. Returns rnnlib's variables.
+    """
+    variables = module.init(jax.random.key(1), x, **kwargs)
+    flax_apply = jitted(flax_module)
+    for name, each in {
+        "rnnlib init": variables,
+        "Flax layout": random_variables(flax_module, 2, x),
+    }.items():
+        assert_matches_flax(
+            module.apply(each, x, **kwargs), flax_apply(each, x, **kwargs), label=name
+        )
+    return variables
+
+
+def assert_options_match_flax(cases, variables, x, lengths, *, num_batch_dims):
+    """Each case applied by rnnlib equals Flax's, all compiled as one program.
+
+    ``cases`` maps a name to ``(flax_module, module, options, with_lengths)``.
+    ``options`` holds the call's keyword arguments, ``time_major`` among them; the
+    batch-major input ``x`` is moved to time-major for the cases that ask for it,
+    and ``lengths`` is passed as ``seq_lengths`` where ``with_lengths``. Inputs and
+    lengths are arguments of the program, not constants for XLA to fold.
+    """
+
+    def both(variables, x, lengths):
+        inputs = {False: x, True: jnp.moveaxis(x, num_batch_dims, 0)}
+        results = {}
+        for name, (flax_module, module, options, with_lengths) in cases.items():
+            if with_lengths:
+                options = dict(options, seq_lengths=lengths)
+            xx = inputs[options["time_major"]]
+            results[name] = (
+                module.apply(variables, xx, **options),
+                flax_reference(
+                    flax_module, variables, xx, num_batch_dims=num_batch_dims, **options
+                ),
+            )
+        return results
+
+    assert_each_matches_flax(jit_together(both, variables, x, lengths))
+
+
 def jit_together(fn, *args):
     """``fn(*args)`` compiled as one program.
 
@@ -337,6 +423,15 @@ def final_carries_one_by_one(
         return carries[0]
     stacked = jax.tree_util.tree_map(lambda *cs: jnp.stack(cs), *carries)
     return jax.tree_util.tree_map(lambda c: c.reshape(*batch_dims, *c.shape[1:]), stacked)
+
+
+def rnn_carries_one_by_one(rnn, rnn_params, x, seq_lengths, **kwargs):
+    """``final_carries_one_by_one`` for the cell of ``rnn``, whose params are ``rnn_params``.
+
+    ``rnn_params`` is the RNN's own subtree of params, ``{"cell": ...}``.
+    """
+    cell_variables = {"params": rnn_params["cell"]}
+    return final_carries_one_by_one(rnn.cell, cell_variables, x, seq_lengths, **kwargs)
 
 
 def flatten_batch(x, seq_lengths, num_batch_dims, time_major):

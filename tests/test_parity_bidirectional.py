@@ -1,33 +1,32 @@
 """rnnlib.Bidirectional against flax.linen.Bidirectional, given the same variables."""
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import rnnlib
 from tests.parity_helpers import (
     BATCH_DIMS,
     BATCH_IDS,
     CELLS_BY_ID,
+    TIME,
     TOLERANCES,
-    assert_each_matches_flax,
+    assert_apply_matches_flax,
+    assert_either_init_matches_flax,
     assert_matches_flax,
+    assert_options_match_flax,
     assert_same_signature,
-    final_carries_one_by_one,
+    build_twins,
     flax_reference,
     jit_apply,
-    jit_together,
-    jitted,
     random_array,
-    random_lengths,
-    random_like,
+    random_carry,
     random_variables,
+    rnn_carries_one_by_one,
     sequence_input,
+    sequence_lengths,
 )
 
-TIME = 5
 FEATURES = (3,)
 
 
@@ -54,15 +53,7 @@ def _twins(forward="LSTMCell", backward="LSTMCell", merge="concat", rnn_fields=N
             fields["merge_fn"] = MERGES[merge]
         return lib.Bidirectional(fwd, bwd, **fields)
 
-    return build(nn), build(rnnlib)
-
-
-def _lengths(batch_dims, minimum=1, seed=3):
-    return random_lengths(seed, batch_dims, TIME, minimum=minimum)
-
-
-def _random_carry(cell, seed, batch_dims):
-    return random_like(seed, cell.initialize_carry(jax.random.key(0), (*batch_dims, *FEATURES)))
+    return build_twins(build)
 
 
 @pytest.mark.parametrize(
@@ -76,20 +67,9 @@ def _random_carry(cell, seed, batch_dims):
 def test_bidirectional_init_has_flax_tree_and_both_libraries_apply_either_init(forward, backward):
     flax_bi, bi = _twins(forward, backward, return_carry=True)
     x = sequence_input(0, (2,), TIME, FEATURES)
-    lengths = _lengths((2,))
-    variables = bi.init(jax.random.key(1), x, seq_lengths=lengths)
+    variables = assert_either_init_matches_flax(flax_bi, bi, x, seq_lengths=sequence_lengths((2,)))
     assert_same_signature(variables, jax.eval_shape(flax_bi.init, jax.random.key(1), x))
     assert set(variables["params"]) == {"forward_rnn", "backward_rnn"}
-    flax_apply = jitted(flax_bi)
-    assert_matches_flax(
-        bi.apply(variables, x, seq_lengths=lengths),
-        flax_apply(variables, x, seq_lengths=lengths),
-    )
-    flax_variables = random_variables(flax_bi, 2, x)
-    assert_matches_flax(
-        bi.apply(flax_variables, x, seq_lengths=lengths),
-        flax_apply(flax_variables, x, seq_lengths=lengths),
-    )
 
 
 @pytest.mark.parametrize("batch_dims", BATCH_DIMS, ids=BATCH_IDS)
@@ -100,7 +80,11 @@ def test_bidirectional_matches_flax_for_every_merge_and_option(batch_dims):
     variables = random_variables(twins["concat"][0], 1, x)
     cases = {
         f"{merge}-{'time' if tm else 'batch'}_major-{'seq_lengths' if sl else 'full'}"
-        f"-{'carry' if rc else 'outputs'}": (merge, dict(time_major=tm, return_carry=rc), sl)
+        f"-{'carry' if rc else 'outputs'}": (
+            *twins[merge],
+            dict(time_major=tm, return_carry=rc),
+            sl,
+        )
         for merge in MERGES
         for tm in (False, True)
         for sl in (False, True)
@@ -109,23 +93,9 @@ def test_bidirectional_matches_flax_for_every_merge_and_option(batch_dims):
         # two mixed ones, one returning carries and one not.
         if (merge == "concat" and rc) or (merge != "concat" and tm != sl and rc == tm)
     }
-
-    # Inputs and lengths are arguments, not constants for XLA to fold.
-    def both(variables, x, lengths):
-        inputs = {False: x, True: jnp.moveaxis(x, len(batch_dims), 0)}
-        results = {}
-        for name, (merge, options, with_lengths) in cases.items():
-            flax_bi, bi = twins[merge]
-            if with_lengths:
-                options = dict(options, seq_lengths=lengths)
-            xx = inputs[options["time_major"]]
-            results[name] = (
-                bi.apply(variables, xx, **options),
-                flax_reference(flax_bi, variables, xx, num_batch_dims=len(batch_dims), **options),
-            )
-        return results
-
-    assert_each_matches_flax(jit_together(both, variables, x, _lengths(batch_dims)))
+    assert_options_match_flax(
+        cases, variables, x, sequence_lengths(batch_dims), num_batch_dims=len(batch_dims)
+    )
 
 
 def test_bidirectional_call_arguments_override_fields_like_flax():
@@ -134,7 +104,7 @@ def test_bidirectional_call_arguments_override_fields_like_flax():
     variables = random_variables(flax_bi, 1, x, time_major=False)
     # Flax ignores reverse and keep_order here: each direction has its own.
     options = dict(time_major=False, return_carry=False, reverse=True, keep_order=False)
-    options["seq_lengths"] = _lengths((2,))
+    options["seq_lengths"] = sequence_lengths((2,))
     expected = jit_apply(flax_bi, variables, x, **options)
     assert not isinstance(expected, tuple)
     assert_matches_flax(bi.apply(variables, x, **options), expected)
@@ -149,11 +119,7 @@ def test_bidirectional_directions_take_time_major_and_direction_from_the_wrapper
     )
     x = sequence_input(0, (2,), TIME, FEATURES)
     variables = random_variables(flax_bi, 1, x)
-    lengths = _lengths((2,))
-    assert_matches_flax(
-        bi.apply(variables, x, seq_lengths=lengths),
-        jit_apply(flax_bi, variables, x, seq_lengths=lengths),
-    )
+    assert_apply_matches_flax(flax_bi, bi, variables, x, seq_lengths=sequence_lengths((2,)))
 
 
 # ---------------------------------------------------------------------------
@@ -170,7 +136,7 @@ def _shared(lib, how):
 
 @pytest.mark.parametrize("how", ["same_rnn", "same_cell"])
 def test_bidirectional_with_a_shared_cell_stores_and_uses_one_set_of_params(how):
-    flax_bi, bi = _shared(nn, how), _shared(rnnlib, how)
+    flax_bi, bi = build_twins(lambda lib: _shared(lib, how))
     x = sequence_input(0, (2,), TIME, FEATURES)
     flax_shapes = jax.eval_shape(flax_bi.init, jax.random.key(1), x)
     assert set(flax_shapes["params"]) == {"forward_rnn"}
@@ -178,24 +144,19 @@ def test_bidirectional_with_a_shared_cell_stores_and_uses_one_set_of_params(how)
     assert_same_signature(variables, flax_shapes)
 
     variables = random_variables(flax_bi, 2, x)
-    lengths = _lengths((2,))
-    assert_matches_flax(
-        bi.apply(variables, x, seq_lengths=lengths),
-        jit_apply(flax_bi, variables, x, seq_lengths=lengths),
-    )
+    assert_apply_matches_flax(flax_bi, bi, variables, x, seq_lengths=sequence_lengths((2,)))
 
 
 def test_bidirectional_with_equal_but_distinct_cells_keeps_two_sets_of_params():
     def build(lib):
         return lib.Bidirectional(lib.RNN(lib.GRUCell(4)), lib.RNN(lib.GRUCell(4)))
 
-    flax_bi, bi = build(nn), build(rnnlib)
+    flax_bi, bi = build_twins(build)
     x = sequence_input(0, (2,), TIME, FEATURES)
     variables = bi.init(jax.random.key(1), x)
     assert set(variables["params"]) == {"forward_rnn", "backward_rnn"}
     assert_same_signature(variables, jax.eval_shape(flax_bi.init, jax.random.key(1), x))
-    variables = random_variables(flax_bi, 2, x)
-    assert_matches_flax(bi.apply(variables, x), jit_apply(flax_bi, variables, x))
+    assert_apply_matches_flax(flax_bi, bi, random_variables(flax_bi, 2, x), x)
 
 
 # ---------------------------------------------------------------------------
@@ -208,13 +169,17 @@ def test_bidirectional_given_initial_carries_match_flax(batch_dims):
     x = sequence_input(0, batch_dims, TIME, FEATURES)
     variables = random_variables(flax_bi, 1, x)
     initial_carry = (
-        _random_carry(bi.forward_rnn.cell, 2, batch_dims),
-        _random_carry(bi.backward_rnn.cell, 3, batch_dims),
+        random_carry(bi.forward_rnn.cell, 2, (*batch_dims, *FEATURES)),
+        random_carry(bi.backward_rnn.cell, 3, (*batch_dims, *FEATURES)),
     )
-    options = dict(initial_carry=initial_carry, seq_lengths=_lengths(batch_dims))
-    assert_matches_flax(
-        bi.apply(variables, x, **options),
-        flax_reference(flax_bi, variables, x, num_batch_dims=len(batch_dims), **options),
+    assert_apply_matches_flax(
+        flax_bi,
+        bi,
+        variables,
+        x,
+        num_batch_dims=len(batch_dims),
+        initial_carry=initial_carry,
+        seq_lengths=sequence_lengths(batch_dims),
     )
 
 
@@ -228,12 +193,11 @@ def test_bidirectional_splits_init_key_between_the_directions_like_flax(key_kind
 
         return lib.Bidirectional(rnn(), rnn(), return_carry=True)
 
-    flax_bi, bi = build(nn), build(rnnlib)
+    flax_bi, bi = build_twins(build)
     x = sequence_input(0, (2,), TIME, FEATURES)
     variables = random_variables(flax_bi, 1, x)
     key = jax.random.key(8) if key_kind == "typed" else jax.random.PRNGKey(8)
-    got = bi.apply(variables, x, init_key=key)
-    assert_matches_flax(got, jit_apply(flax_bi, variables, x, init_key=key))
+    got = assert_apply_matches_flax(flax_bi, bi, variables, x, init_key=key)
 
     # The same as drawing each direction's carry from its half of the split key.
     key_forward, key_backward = jax.random.split(key)
@@ -256,15 +220,11 @@ def test_bidirectional_conv_lstm_2d_matches_flax(batch_dims):
 
         return lib.Bidirectional(rnn(), rnn(), merge_fn=sum_merge, return_carry=True)
 
-    flax_bi, bi = build(nn), build(rnnlib)
+    flax_bi, bi = build_twins(build)
     x = sequence_input(0, batch_dims, TIME, (3, 4, 2))
     variables = random_variables(flax_bi, 1, x)
     assert_same_signature(jax.eval_shape(bi.init, jax.random.key(2), x), variables)
-    lengths = _lengths(batch_dims)
-    assert_matches_flax(
-        bi.apply(variables, x, seq_lengths=lengths),
-        jit_apply(flax_bi, variables, x, seq_lengths=lengths),
-    )
+    assert_apply_matches_flax(flax_bi, bi, variables, x, seq_lengths=sequence_lengths(batch_dims))
 
 
 def test_bidirectional_with_bfloat16_compute_matches_flax():
@@ -274,14 +234,16 @@ def test_bidirectional_with_bfloat16_compute_matches_flax():
 
         return lib.Bidirectional(rnn(), rnn(), return_carry=True)
 
-    flax_bi, bi = build(nn), build(rnnlib)
+    flax_bi, bi = build_twins(build)
     x = sequence_input(0, (2,), TIME, FEATURES)
     variables = random_variables(flax_bi, 1, x)
-    lengths = _lengths((2,))
-    assert_matches_flax(
-        bi.apply(variables, x, seq_lengths=lengths),
-        jit_apply(flax_bi, variables, x, seq_lengths=lengths),
-        **TOLERANCES["bfloat16"],
+    assert_apply_matches_flax(
+        flax_bi,
+        bi,
+        variables,
+        x,
+        tolerance=TOLERANCES["bfloat16"],
+        seq_lengths=sequence_lengths((2,)),
     )
 
 
@@ -292,14 +254,16 @@ def test_bidirectional_with_complex64_params_matches_flax():
 
         return lib.Bidirectional(rnn(), rnn(), merge_fn=sum_merge, return_carry=True)
 
-    flax_bi, bi = build(nn), build(rnnlib)
+    flax_bi, bi = build_twins(build)
     x = sequence_input(0, (2,), TIME, FEATURES, dtype=jnp.complex64)
     variables = random_variables(flax_bi, 1, x)
-    lengths = _lengths((2,))
-    assert_matches_flax(
-        bi.apply(variables, x, seq_lengths=lengths),
-        jit_apply(flax_bi, variables, x, seq_lengths=lengths),
-        **TOLERANCES["complex64"],
+    assert_apply_matches_flax(
+        flax_bi,
+        bi,
+        variables,
+        x,
+        tolerance=TOLERANCES["complex64"],
+        seq_lengths=sequence_lengths((2,)),
     )
 
 
@@ -318,17 +282,17 @@ def test_bidirectional_returns_each_sequences_last_valid_carries_with_many_batch
     flax_bi, bi = _twins("LSTMCell", "GRUCell", return_carry=True, time_major=time_major)
     x = sequence_input(0, batch_dims, TIME, FEATURES, time_major=time_major)
     variables = random_variables(flax_bi, 1, x)
-    lengths = _lengths(batch_dims, minimum=0)
+    lengths = sequence_lengths(batch_dims, minimum=0)
     (carry_forward, carry_backward), outputs = bi.apply(variables, x, seq_lengths=lengths)
 
     params = variables["params"]
     common = dict(num_batch_dims=len(batch_dims), time_major=time_major)
-    expected_forward = final_carries_one_by_one(
-        bi.forward_rnn.cell, {"params": params["forward_rnn"]["cell"]}, x, lengths, **common
+    expected_forward = rnn_carries_one_by_one(
+        bi.forward_rnn, params["forward_rnn"], x, lengths, **common
     )
-    expected_backward = final_carries_one_by_one(
-        bi.backward_rnn.cell,
-        {"params": params["backward_rnn"]["cell"]},
+    expected_backward = rnn_carries_one_by_one(
+        bi.backward_rnn,
+        params["backward_rnn"],
         x,
         lengths,
         reverse=True,
@@ -359,17 +323,17 @@ def test_bidirectional_zero_length_sequence_returns_the_initial_carries(batch_di
     params = variables["params"]
     common = dict(num_batch_dims=len(batch_dims))
     expected = (
-        final_carries_one_by_one(
-            bi.forward_rnn.cell,
-            {"params": params["forward_rnn"]["cell"]},
+        rnn_carries_one_by_one(
+            bi.forward_rnn,
+            params["forward_rnn"],
             x,
             lengths,
             initial_carry=initial_carry[0],
             **common,
         ),
-        final_carries_one_by_one(
-            bi.backward_rnn.cell,
-            {"params": params["backward_rnn"]["cell"]},
+        rnn_carries_one_by_one(
+            bi.backward_rnn,
+            params["backward_rnn"],
             x,
             lengths,
             initial_carry=initial_carry[1],

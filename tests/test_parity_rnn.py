@@ -1,6 +1,5 @@
 """rnnlib.RNN (and flip_sequences) against flax.linen.RNN, given the same variables."""
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,34 +15,32 @@ from tests.parity_helpers import (
     CELLS_BY_ID,
     CONV_CELLS,
     DENSE_CELLS,
+    TIME,
     TOLERANCES,
     CellCase,
+    assert_apply_matches_flax,
     assert_each_matches_flax,
+    assert_either_init_matches_flax,
     assert_matches_flax,
+    assert_options_match_flax,
     assert_same_signature,
-    final_carries_one_by_one,
+    build_twins,
     flax_reference,
     jit_apply,
     jit_together,
-    jitted,
     random_array,
-    random_lengths,
-    random_like,
+    random_carry,
     random_variables,
+    rnn_carries_one_by_one,
     sequence_input,
+    sequence_lengths,
 )
 
-TIME = 5
 BUILTIN_CELLS = DENSE_CELLS + CONV_CELLS
 
 
 def _twin_rnns(case, cell_fields=None, **rnn_fields):
-    flax_cell, cell = case.twins(**(cell_fields or {}))
-    return nn.RNN(flax_cell, **rnn_fields), rnnlib.RNN(cell, **rnn_fields)
-
-
-def _lengths(batch_dims, seed=3, minimum=1):
-    return random_lengths(seed, batch_dims, TIME, minimum=minimum)
+    return build_twins(lambda lib: lib.RNN(case.make(lib, **(cell_fields or {})), **rnn_fields))
 
 
 # ---------------------------------------------------------------------------
@@ -65,28 +62,16 @@ def test_rnn_init_has_flax_tree(case):
 def test_rnn_init_and_flax_layout_variables_give_the_same_numbers_in_both_libraries(case):
     flax_rnn, rnn = _twin_rnns(case, return_carry=True)
     x = sequence_input(0, (2,), TIME, case.feature_shape)
-    lengths = _lengths((2,))
-    variables = rnn.init(jax.random.key(1), x, seq_lengths=lengths)
-    flax_variables = random_variables(flax_rnn, 2, x)
-    flax_apply = jitted(flax_rnn)
-    # rnnlib init -> Flax apply gives rnnlib's numbers.
-    assert_matches_flax(
-        rnn.apply(variables, x, seq_lengths=lengths),
-        flax_apply(variables, x, seq_lengths=lengths),
-    )
-    # Variables in Flax's layout -> rnnlib apply gives Flax's numbers.
-    assert_matches_flax(
-        rnn.apply(flax_variables, x, seq_lengths=lengths),
-        flax_apply(flax_variables, x, seq_lengths=lengths),
-    )
+    # rnnlib init -> Flax apply gives rnnlib's numbers, and variables in Flax's
+    # layout -> rnnlib apply gives Flax's numbers.
+    assert_either_init_matches_flax(flax_rnn, rnn, x, seq_lengths=sequence_lengths((2,)))
 
 
 def test_rnn_applies_variables_from_a_real_flax_init_and_init_with_output():
     case = CELLS_BY_ID["LSTMCell"]
     flax_rnn, rnn = _twin_rnns(case)
     x = sequence_input(0, (2,), TIME, case.feature_shape)
-    flax_variables = flax_rnn.init(jax.random.key(1), x)
-    assert_matches_flax(rnn.apply(flax_variables, x), jit_apply(flax_rnn, flax_variables, x))
+    assert_apply_matches_flax(flax_rnn, rnn, flax_rnn.init(jax.random.key(1), x), x)
 
     output, variables = rnn.init_with_output(jax.random.key(1), x)
     assert_matches_flax(output, jit_apply(flax_rnn, variables, x))
@@ -100,10 +85,7 @@ def test_rnn_accepts_frozendict_variables_and_raw_prng_keys():
         rnn.init(jax.random.PRNGKey(1), x), jax.eval_shape(flax_rnn.init, jax.random.key(1), x)
     )
     frozen = freeze(random_variables(flax_rnn, 2, x))
-    assert_matches_flax(
-        rnn.apply(frozen, x, init_key=jax.random.PRNGKey(5)),
-        jit_apply(flax_rnn, frozen, x, init_key=jax.random.PRNGKey(5)),
-    )
+    assert_apply_matches_flax(flax_rnn, rnn, frozen, x, init_key=jax.random.PRNGKey(5))
 
 
 # ---------------------------------------------------------------------------
@@ -155,28 +137,19 @@ def test_rnn_options_match_flax(cell_id, batch_dims):
     variables = random_variables(flax_rnn, 1, x)
     cases = {
         f"{direction}-{'time' if time_major else 'batch'}_major-"
-        f"{'seq_lengths' if with_lengths else 'full'}": (flags, time_major, with_lengths)
+        f"{'seq_lengths' if with_lengths else 'full'}": (
+            flax_rnn,
+            rnn,
+            dict(flags, time_major=time_major),
+            with_lengths,
+        )
         for direction, flags in DIRECTIONS.items()
         for time_major in (False, True)
         for with_lengths in (False, True)
     }
-
-    # Inputs and lengths are arguments, not constants for XLA to fold.
-    def both(variables, x, lengths):
-        inputs = {False: x, True: jnp.moveaxis(x, len(batch_dims), 0)}
-        results = {}
-        for name, (flags, time_major, with_lengths) in cases.items():
-            options = dict(flags, time_major=time_major)
-            if with_lengths:
-                options["seq_lengths"] = lengths
-            xx = inputs[time_major]
-            results[name] = (
-                rnn.apply(variables, xx, **options),
-                flax_reference(flax_rnn, variables, xx, num_batch_dims=len(batch_dims), **options),
-            )
-        return results
-
-    assert_each_matches_flax(jit_together(both, variables, x, _lengths(batch_dims)))
+    assert_options_match_flax(
+        cases, variables, x, sequence_lengths(batch_dims), num_batch_dims=len(batch_dims)
+    )
 
 
 @pytest.mark.parametrize("where", ["fields", "call"])
@@ -189,7 +162,7 @@ def test_rnn_call_arguments_override_fields_like_flax(where):
     time_major = call["time_major"]
     x = sequence_input(0, (2,), TIME, case.feature_shape, time_major=time_major)
     variables = random_variables(flax_rnn, 1, x, time_major=time_major)
-    lengths = _lengths((2,))
+    lengths = sequence_lengths((2,))
     expected = jit_apply(flax_rnn, variables, x, seq_lengths=lengths, **call)
     assert isinstance(expected, tuple) == call["return_carry"]
     assert_matches_flax(rnn.apply(variables, x, seq_lengths=lengths, **call), expected)
@@ -198,7 +171,7 @@ def test_rnn_call_arguments_override_fields_like_flax(where):
 def test_rnn_unroll_matches_flax():
     case = CELLS_BY_ID["MGUCell-reset_gate"]
     x = sequence_input(0, (3,), TIME, case.feature_shape)
-    lengths = _lengths((3,))
+    lengths = sequence_lengths((3,))
     cases = {
         "unroll3-reverse-seq_lengths": (3, dict(reverse=True, seq_lengths=lengths)),
         "unroll3-forward-seq_lengths": (3, dict(seq_lengths=lengths)),
@@ -276,7 +249,7 @@ def test_conv_lstm_rnn_matches_flax(dims):
         name = f"{name}-{len(batch_dims)}batch{'-time_major' if time_major else ''}"
         twins[name] = _twin_rnns(case, return_carry=True, time_major=time_major, reverse=True)
         inputs[name] = sequence_input(i, batch_dims, TIME, feature_shape, time_major=time_major)
-        lengths[name] = _lengths(batch_dims, seed=i)
+        lengths[name] = sequence_lengths(batch_dims, seed=i)
         variables[name] = random_variables(twins[name][0], i, inputs[name])
         assert_same_signature(
             jax.eval_shape(twins[name][1].init, jax.random.key(2), inputs[name]), variables[name]
@@ -320,7 +293,7 @@ def test_rnn_with_bfloat16_compute_matches_flax(case):
     carry = flax_rnn.cell.initialize_carry(jax.random.key(0), x[:, 0].shape)
     cell_variables = random_variables(flax_rnn.cell, 1, carry, x[:, 0])
     variables = {"params": {"cell": cell_variables["params"]}}
-    lengths = _lengths((2,))
+    lengths = sequence_lengths((2,))
     # Flax's scan needs the carry's dtype fixed from the start. A SimpleCell computing
     # in bfloat16 returns a bfloat16 carry from a float32 one, so Flax is given the
     # initial carry in the dtype the cell computes, which is what rnnlib promotes to.
@@ -344,7 +317,7 @@ def test_rnn_with_complex64_params_matches_flax(case):
     x = sequence_input(0, (2,), TIME, case.feature_shape, dtype=jnp.complex64)
     variables = random_variables(flax_rnn, 1, x)
     assert_same_signature(jax.eval_shape(rnn.init, jax.random.key(2), x), variables)
-    lengths = _lengths((2,))
+    lengths = sequence_lengths((2,))
 
     def both(variables, x, lengths):
         return (
@@ -364,7 +337,7 @@ def test_rnn_with_complex64_inputs_and_float32_params_promotes_the_carry(case):
     flax_rnn, rnn = _twin_rnns(case, return_carry=True)
     x = sequence_input(0, (2,), TIME, case.feature_shape, dtype=jnp.complex64)
     variables = random_variables(flax_rnn, 1, x.real)
-    lengths = _lengths((2,))
+    lengths = sequence_lengths((2,))
     promoted = jax.tree_util.tree_map(
         lambda c: c.astype(jnp.complex64),
         flax_rnn.cell.initialize_carry(jax.random.key(0), x[:, 0].shape),
@@ -397,12 +370,15 @@ def test_rnn_given_initial_carry_matches_flax(case, batch_dims):
     flax_rnn, rnn = _twin_rnns(case, return_carry=True, reverse=True)
     x = sequence_input(0, batch_dims, TIME, case.feature_shape)
     variables = random_variables(flax_rnn, 1, x)
-    zeros = rnn.cell.initialize_carry(jax.random.key(0), (*batch_dims, *case.feature_shape))
-    initial_carry = random_like(2, zeros)
-    options = dict(initial_carry=initial_carry, seq_lengths=_lengths(batch_dims))
-    assert_matches_flax(
-        rnn.apply(variables, x, **options),
-        flax_reference(flax_rnn, variables, x, num_batch_dims=len(batch_dims), **options),
+    initial_carry = random_carry(rnn.cell, 2, (*batch_dims, *case.feature_shape))
+    assert_apply_matches_flax(
+        flax_rnn,
+        rnn,
+        variables,
+        x,
+        num_batch_dims=len(batch_dims),
+        initial_carry=initial_carry,
+        seq_lengths=sequence_lengths(batch_dims),
     )
 
 
@@ -419,8 +395,7 @@ def test_rnn_init_key_draws_the_initial_carry_like_flax(key_kind):
         "raw": {"init_key": jax.random.PRNGKey(9)},
         "default": {},
     }[key_kind]
-    got = rnn.apply(variables, x, **options)
-    assert_matches_flax(got, jit_apply(flax_rnn, variables, x, **options))
+    got = assert_apply_matches_flax(flax_rnn, rnn, variables, x, **options)
     # The random initial carry matters: another key gives another result.
     other = rnn.apply(variables, x, init_key=jax.random.key(10))
     assert not np.allclose(np.asarray(got[1]), np.asarray(other[1]))
@@ -453,11 +428,11 @@ def test_return_carry_selects_last_valid_step_for_each_sequence_with_many_batch_
     flax_rnn, rnn = _twin_rnns(case, return_carry=True, time_major=time_major, reverse=reverse)
     x = sequence_input(0, batch_dims, TIME, case.feature_shape, time_major=time_major)
     variables = random_variables(flax_rnn, 1, x, time_major=time_major)
-    lengths = _lengths(batch_dims)
+    lengths = sequence_lengths(batch_dims)
     carry, outputs = rnn.apply(variables, x, seq_lengths=lengths)
-    expected_carry = final_carries_one_by_one(
-        rnn.cell,
-        {"params": variables["params"]["cell"]},
+    expected_carry = rnn_carries_one_by_one(
+        rnn,
+        variables["params"],
         x,
         lengths,
         num_batch_dims=len(batch_dims),
@@ -482,15 +457,15 @@ def test_zero_length_sequence_returns_the_initial_carry(batch_dims, reverse):
     x = sequence_input(0, batch_dims, TIME, case.feature_shape)
     variables = random_variables(flax_rnn, 1, x)
     initial_carry = random_array(2, (*batch_dims, 4))
-    lengths = _lengths(batch_dims, minimum=0)
+    lengths = sequence_lengths(batch_dims, minimum=0)
     lengths = jnp.asarray(lengths).at[(0,) * len(batch_dims)].set(0)
     if batch_dims:
         lengths = lengths.at[(-1,) * len(batch_dims)].set(TIME)
     carry, outputs = rnn.apply(variables, x, seq_lengths=lengths, initial_carry=initial_carry)
 
-    expected = final_carries_one_by_one(
-        rnn.cell,
-        {"params": variables["params"]["cell"]},
+    expected = rnn_carries_one_by_one(
+        rnn,
+        variables["params"],
         x,
         lengths,
         num_batch_dims=len(batch_dims),
@@ -521,10 +496,7 @@ def test_one_batch_dim_and_positive_lengths_match_flax_exactly_when_lengths_vary
     x = sequence_input(0, (TIME,), TIME, case.feature_shape)
     variables = random_variables(flax_rnn, 1, x)
     lengths = jnp.arange(1, TIME + 1)
-    assert_matches_flax(
-        rnn.apply(variables, x, seq_lengths=lengths),
-        jit_apply(flax_rnn, variables, x, seq_lengths=lengths),
-    )
+    assert_apply_matches_flax(flax_rnn, rnn, variables, x, seq_lengths=lengths)
 
 
 # ---------------------------------------------------------------------------
@@ -537,7 +509,7 @@ def test_one_batch_dim_and_positive_lengths_match_flax_exactly_when_lengths_vary
 @pytest.mark.parametrize("batch_dims", BATCH_DIMS, ids=BATCH_IDS)
 def test_flip_sequences_matches_flax(batch_dims, with_lengths, time_major, feature_shape):
     x = sequence_input(0, batch_dims, TIME, feature_shape, time_major=time_major)
-    lengths = _lengths(batch_dims, minimum=0) if with_lengths else None
+    lengths = sequence_lengths(batch_dims, minimum=0) if with_lengths else None
     args = dict(seq_lengths=lengths, num_batch_dims=len(batch_dims), time_major=time_major)
     got = rnnlib.flip_sequences(x, **args)
     np.testing.assert_array_equal(np.asarray(got), np.asarray(flax_flip_sequences(x, **args)))
