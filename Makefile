@@ -47,7 +47,8 @@ test-pinned: env $(FLAX06)/.stamp
 # The library's own tests (not the tooling around the book) on the lowest versions.
 LIBRARY_TESTS := tests/test_errors.py tests/test_module.py tests/test_parity_cells.py \
 	tests/test_parity_rnn.py tests/test_parity_bidirectional.py tests/test_properties.py \
-	tests/test_transforms.py tests/test_legacy.py tests/test_interop.py tests/test_sharding.py
+	tests/test_transforms.py tests/test_legacy.py tests/test_interop.py tests/test_sharding.py \
+	tests/test_speed_paths.py
 
 test-lowest: $(LOWEST)/.stamp
 	$(LOWEST)/bin/python -m pytest $(PARALLEL) $(LIBRARY_TESTS) -m "not pinned_env"

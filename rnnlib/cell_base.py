@@ -13,8 +13,9 @@ Writing a cell means implementing:
 - ``create_params(key, input_shape)``: the parameter dict, laid out as in flax.linen;
 - ``prepare(params)``: the parameters rearranged for computation (default: as they are);
 - ``project_inputs(weights, inputs)``: the part of a step that does not depend on the
-  carry (default: none). ``RNN`` applies it to every time step in one batched call
-  before the loop, which is where most of an RNN's arithmetic can run at full speed;
+  carry (default: none). ``RNN`` applies it either inside the loop, one step at a time,
+  or to every time step in one batched call before the loop (``RNN.hoist_inputs``),
+  so it must accept any number of leading axes;
 - ``step(weights, carry, projected)``: the rest of the step, returning ``(carry, y)``.
 """
 

@@ -66,8 +66,14 @@ class RNN(Module):
             valid steps are reversed (see ``flip_sequences``).
         keep_order: with ``reverse``, flip the outputs back to the input's order.
         unroll: steps per iteration of the underlying ``lax.scan`` loop.
+        hoist_inputs: where the cell's carry-independent input projection
+            (``project_inputs``) runs. ``True``: for every step at once, as one large
+            matmul before the loop, so the loop body keeps only the recurrent matmul.
+            ``False``: inside the loop, one step at a time. ``None`` (the default)
+            chooses by JAX's default backend: inside the loop on CPU, hoisted on GPU
+            and TPU (see ``hoists_inputs``). The numbers are the same either way.
 
-    Every field except ``cell`` and ``unroll`` can be overridden per call, and the call
+    Every field except ``cell``, ``unroll`` and ``hoist_inputs`` can be overridden per call, and the call
     also takes ``initial_carry`` (default: ``cell.initialize_carry(init_key, ...)``),
     ``init_key`` (default ``jax.random.key(0)``) and ``seq_lengths``, ints shaped
     ``(*batch)``. Outputs at padded steps are computed but meaningless; the carry
@@ -81,6 +87,7 @@ class RNN(Module):
     reverse: bool = False
     keep_order: bool = False
     unroll: int = 1
+    hoist_inputs: bool | None = None
 
     def __post_init__(self):
         if not isinstance(self.cell, RNNCellBase):
@@ -108,6 +115,27 @@ class RNN(Module):
             raise ValueError(
                 f"RNN expects unroll >= 1 (steps per loop iteration); got {self.unroll}."
             )
+        if self.hoist_inputs is not None and not isinstance(self.hoist_inputs, (bool, np.bool_)):
+            raise TypeError(
+                f"RNN expects hoist_inputs to be True, False or None; got {self.hoist_inputs!r}."
+            )
+
+    @property
+    def hoists_inputs(self) -> bool:
+        """Whether this RNN projects the inputs of all steps before the loop.
+
+        ``hoist_inputs`` when it is set; otherwise ``True`` unless JAX's default
+        backend is the CPU. Why: hoisting turns ``T`` small input matmuls into one
+        large one, which pays where large matmuls are far more efficient than small
+        ones and every operation in the loop costs a kernel launch (GPU, TPU). On
+        XLA's CPU backend the benchmark in ``benchmarks/`` measured the opposite: the
+        loop reading a ``(T, batch, gates)`` array of projections, one slice per step,
+        runs slower than computing the small matmul in the loop, in the forward pass
+        and in training, at every size it tries.
+        """
+        if self.hoist_inputs is not None:
+            return bool(self.hoist_inputs)
+        return jax.default_backend() != "cpu"
 
     def _init(self, key, inputs, *, time_major=None, **unused):
         time_major = self.time_major if time_major is None else time_major
@@ -160,6 +188,7 @@ class RNN(Module):
                 jnp.moveaxis(inputs, time_axis, 0),
                 seq_lengths if return_carry else None,
                 self.unroll,
+                self.hoists_inputs,
             )
         outputs = jnp.moveaxis(outputs, 0, time_axis)
         if reverse and keep_order:
@@ -167,31 +196,38 @@ class RNN(Module):
         return (carry, outputs) if return_carry else outputs
 
 
-def _scan(cell, weights, carry, inputs, seq_lengths, unroll):
+def _scan(cell, weights, carry, inputs, seq_lengths, unroll, hoist):
     """Runs ``cell`` over axis 0 of ``inputs``; returns ``(final_carry, outputs)``.
 
-    The input projection of every step is computed in one batched call before the
-    loop (``project_inputs``), so the loop body only holds the recurrent matmul and
-    the gate arithmetic. With ``seq_lengths`` the loop also keeps, per sequence, the
-    carry after its last valid step: an ``O(batch x features)`` select per step,
-    instead of stacking every step's carry and gathering afterwards.
+    With ``hoist``, the input projection of every step is computed in one batched
+    call before the loop (``project_inputs``), so the loop body only holds the
+    recurrent matmul and the gate arithmetic; without it, each step projects its own
+    input (see ``RNN.hoists_inputs`` for when each pays). With ``seq_lengths`` the
+    loop also keeps, per sequence, the carry after its last valid step: an
+    ``O(batch x features)`` select per step, instead of stacking every step's carry
+    and gathering afterwards.
     """
-    projected = cell.project_inputs(weights, inputs)
-    carry = _promote_carry(cell, weights, carry, projected)
+    if hoist:
+        inputs = cell.project_inputs(weights, inputs)
 
-    def body(state, step):
-        x, t = step
+    def step(carry, x):
+        return cell.step(weights, carry, x if hoist else cell.project_inputs(weights, x))
+
+    carry = _promote_carry(cell, step, carry, inputs)
+
+    def body(state, xs):
+        x, t = xs
         if seq_lengths is None:
-            return cell.step(weights, state, x)
+            return step(state, x)
         running, kept = state
-        running, y = cell.step(weights, running, x)
+        running, y = step(running, x)
         valid = t < seq_lengths
         kept = jax.tree_util.tree_map(lambda new, old: _where(valid, new, old), running, kept)
         return (running, kept), y
 
     state = carry if seq_lengths is None else (carry, carry)
     times = jnp.arange(inputs.shape[0])
-    state, outputs = jax.lax.scan(body, state, (projected, times), unroll=unroll)
+    state, outputs = jax.lax.scan(body, state, (inputs, times), unroll=unroll)
     return (state if seq_lengths is None else state[1]), outputs
 
 
@@ -200,17 +236,17 @@ def _where(valid, new, old):
     return jnp.where(valid, new, old)
 
 
-def _promote_carry(cell, weights, carry, projected):
-    """Casts the initial carry to the dtype a step produces from it.
+def _promote_carry(cell, step, carry, inputs):
+    """Casts the initial carry to the dtype ``step`` produces from it.
 
     ``lax.scan`` needs the carry's dtype fixed, but a step can change it: a float32
     carry meeting complex inputs comes out complex, and a SimpleCell computing in
     bfloat16 returns a bfloat16 carry. The carry is cast to what a step returns
     until a step returns what it was given (one or two rounds in practice).
     """
-    x = jax.ShapeDtypeStruct(projected.shape[1:], projected.dtype)
+    x = jax.ShapeDtypeStruct(inputs.shape[1:], inputs.dtype)
     for _ in range(4):
-        out = jax.eval_shape(lambda c, x: cell.step(weights, c, x)[0], carry, x)
+        out = jax.eval_shape(lambda c, x: step(c, x)[0], carry, x)
         dtypes = [o.dtype for o in jax.tree_util.tree_leaves(out)]
         if dtypes == [jnp.result_type(c) for c in jax.tree_util.tree_leaves(carry)]:
             return carry

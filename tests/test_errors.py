@@ -256,6 +256,12 @@ def test_rnn_rejects_an_unroll_that_is_not_a_positive_int(unroll, exc):
         RNN(GRUCell(4), unroll=unroll)
 
 
+@pytest.mark.parametrize("hoist", ["yes", 1, 0.0])
+def test_rnn_rejects_a_hoist_inputs_that_is_not_a_bool_or_none(hoist):
+    with _raises(TypeError, "hoist_inputs", "True, False or None", repr(hoist)):
+        RNN(GRUCell(4), hoist_inputs=hoist)
+
+
 def test_rnn_given_a_legacy_cell_points_at_legacy_rnn():
     from rnnlib import legacy
 

@@ -1,0 +1,189 @@
+"""The choices rnnlib makes for speed change the program, never the numbers.
+
+``RNN(hoist_inputs=...)`` moves the input projection before the loop or into it, and
+on CPU ``ConvLSTMCell`` takes its kernel's derivative as a matmul over patches. Each
+path is checked against the other, and the structure each promises (where the
+matmuls are, which convolutions the backward pass runs) is read off the jaxpr.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import rnnlib
+from rnnlib.linear import _conv, _conv_filter_grad_by_patches, conv
+from tests.parity_helpers import CELLS_BY_ID, random_array, random_lengths, sequence_input
+
+TIME = 5
+CELL_IDS = ["LSTMCell", "GRUCell", "MGUCell-reset_gate", "SimpleCell-residual", "ConvLSTMCell-2d"]
+
+
+def _loss(output):
+    leaves = jax.tree_util.tree_leaves(output)
+    return sum(jnp.sum(jnp.sin(leaf * (i + 1))) for i, leaf in enumerate(leaves))
+
+
+def _close(a, b, rtol=1e-5, atol=1e-6):
+    jax.tree_util.tree_map(
+        lambda x, y: np.testing.assert_allclose(x, y, rtol=rtol, atol=atol), a, b
+    )
+
+
+def _primitives(jaxpr, inside_loop=False):
+    """``(name, inside a scan body)`` for every equation, recursively."""
+    found = []
+    for eqn in jaxpr.eqns:
+        found.append((eqn.primitive.name, inside_loop))
+        for value in eqn.params.values():
+            for sub in value if isinstance(value, (tuple, list)) else (value,):
+                sub = getattr(sub, "jaxpr", sub)  # a ClosedJaxpr holds its Jaxpr
+                if hasattr(sub, "eqns"):
+                    found += _primitives(sub, inside_loop or eqn.primitive.name == "scan")
+    return found
+
+
+def _count(jaxpr, name):
+    """``(inside the loop, outside it)`` counts of primitive ``name``."""
+    hits = [inside for prim, inside in _primitives(jaxpr) if prim == name]
+    return sum(hits), len(hits) - sum(hits)
+
+
+@pytest.mark.parametrize("cell_id", CELL_IDS)
+def test_hoisted_and_in_loop_projections_give_the_same_outputs_carry_and_gradients(cell_id):
+    case = CELLS_BY_ID[cell_id]
+    _, cell = case.twins()
+    x = sequence_input(0, (3,), TIME, case.feature_shape)
+    lengths = random_lengths(1, (3,), TIME, minimum=0)
+    variables = rnnlib.RNN(cell).init(jax.random.key(0), x)
+
+    def run(hoist):
+        rnn = rnnlib.RNN(cell, return_carry=True, hoist_inputs=hoist)
+
+        def loss(variables, x):
+            return _loss(rnn.apply(variables, x, seq_lengths=lengths))
+
+        outputs = jax.jit(rnn.apply)(variables, x, seq_lengths=lengths)
+        return outputs, jax.jit(jax.grad(loss, argnums=(0, 1)))(variables, x)
+
+    _close(run(True), run(False), rtol=1e-5, atol=1e-5)
+
+
+def test_both_paths_keep_complex_inputs_complex():
+    cell = rnnlib.LSTMCell(features=3)
+    x = random_array(0, (2, TIME, 4), jnp.complex64)
+    variables = rnnlib.RNN(cell).init(jax.random.key(0), x.real)
+    hoisted = rnnlib.RNN(cell, hoist_inputs=True).apply(variables, x)
+    in_loop = rnnlib.RNN(cell, hoist_inputs=False).apply(variables, x)
+    assert hoisted.dtype == in_loop.dtype == jnp.complex64
+    _close(hoisted, in_loop)
+
+
+@pytest.mark.parametrize("hoist, inside, outside", [(True, 1, 1), (False, 2, 0)])
+def test_hoisting_moves_the_input_matmul_of_an_lstm_out_of_the_loop(hoist, inside, outside):
+    rnn = rnnlib.RNN(rnnlib.LSTMCell(features=4), hoist_inputs=hoist)
+    x = jnp.ones((2, TIME, 3))
+    variables = rnn.init(jax.random.key(0), x)
+    jaxpr = jax.make_jaxpr(rnn.apply)(variables, x).jaxpr
+    assert _count(jaxpr, "dot_general") == (inside, outside)
+
+
+def test_hoist_inputs_default_follows_the_backend_and_an_explicit_choice_wins():
+    cell = rnnlib.GRUCell(features=4)
+    assert rnnlib.RNN(cell).hoists_inputs == (jax.default_backend() != "cpu")
+    assert rnnlib.RNN(cell, hoist_inputs=True).hoists_inputs is True
+    assert rnnlib.RNN(cell, hoist_inputs=False).hoists_inputs is False
+
+
+# ---------------------------------------------------------------------------
+# The convolution's kernel derivative on CPU
+
+CONV_CASES = [  # (window, strides, padding) over a signal of 7 per spatial dim
+    ((3, 3), (1, 1), "SAME"),
+    ((3,), (2,), ((2, 1),)),
+    ((2, 3, 1), (1, 2, 1), ((0, 1), (1, 1), (0, 0))),
+    ((3, 3), (1, 1), "VALID"),
+    ((3,), (1,), "CIRCULAR"),
+    ((4,), (1,), "CAUSAL"),
+]
+
+
+def _conv_case(window, dtype=jnp.float32):
+    rank = len(window)
+    x = random_array(0, (2,) + (7,) * rank + (3,), dtype)
+    kernel = random_array(1, window + (3, 5), dtype, scale=0.3)
+    bias = random_array(2, (5,), dtype)
+    return x, kernel, bias
+
+
+@pytest.mark.parametrize(
+    "window, strides, padding", [c for c in CONV_CASES if c[2] not in ("CIRCULAR", "CAUSAL")]
+)
+def test_patches_rule_gives_lax_convolution_derivatives(window, strides, padding):
+    x, kernel, _ = _conv_case(window)
+    if isinstance(padding, str):
+        padding = jax.lax.padtype_to_pads(x.shape[1:-1], window, strides, padding)
+    pads = tuple(tuple(int(p) for p in pair) for pair in padding)
+
+    def loss(fn):
+        return lambda x, k: jnp.sum(jnp.sin(fn(x, k, strides, pads)))
+
+    plain, patches = loss(_conv), loss(_conv_filter_grad_by_patches)
+    _close(patches(x, kernel), plain(x, kernel))
+    _close(jax.grad(patches, (0, 1))(x, kernel), jax.grad(plain, (0, 1))(x, kernel), 1e-4, 1e-5)
+    tangents = (jnp.cos(x), jnp.cos(kernel))
+    _close(
+        jax.jvp(patches, (x, kernel), tangents), jax.jvp(plain, (x, kernel), tangents), 1e-4, 1e-5
+    )
+
+    def curvature(fn):  # a Hessian-vector product: reverse over forward
+        return jax.grad(lambda k: jax.jvp(lambda k: fn(x, k), (k,), (k,))[1])(kernel)
+
+    _close(curvature(patches), curvature(plain), 1e-4, 1e-4)
+
+
+@pytest.mark.parametrize("window, strides, padding", CONV_CASES)
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.complex64])
+def test_conv_gradients_equal_a_plain_lax_convolution(window, strides, padding, dtype):
+    x, kernel, bias = _conv_case(window, dtype)
+    padding = rnnlib.linear.conv_padding(padding, len(window))
+
+    def ours(x, kernel, bias):
+        return jnp.sum(jnp.sin(conv(x, kernel, bias, strides, padding, 1)).real)
+
+    def reference(x, kernel, bias):  # the same convolution, differentiated by JAX's own rules
+        shifted = x
+        mode = padding
+        if padding in ("CIRCULAR", "CAUSAL"):
+            widths = [((k - 1) // 2, k // 2) for k in window]
+            if padding == "CAUSAL":
+                widths = [(window[0] - 1, 0)]
+            wrap = "wrap" if padding == "CIRCULAR" else "constant"
+            shifted = jnp.pad(x, [(0, 0)] + widths + [(0, 0)], mode=wrap)
+            mode = "VALID"
+        numbers = ("NWC", "WIO", "NWC") if len(window) == 1 else None
+        if numbers is None:
+            spec = "N" + "DHW"[-len(window) :] + "C"
+            numbers = (spec, "DHW"[-len(window) :] + "IO", spec)
+        y = jax.lax.conv_general_dilated(shifted, kernel, strides, mode, dimension_numbers=numbers)
+        return jnp.sum(jnp.sin(y + bias).real)
+
+    _close(ours(x, kernel, bias), reference(x, kernel, bias), 1e-5, 1e-4)
+    _close(
+        jax.grad(ours, (0, 1, 2))(x, kernel, bias),
+        jax.grad(reference, (0, 1, 2))(x, kernel, bias),
+        1e-4,
+        1e-4,
+    )
+
+
+def test_on_cpu_a_conv_lstm_trains_without_a_kernel_gradient_convolution():
+    """In the loop: the input and hidden convolutions forward; backward, JAX's own rules
+    add one for the hidden state's gradient and one per kernel. On CPU the kernels'
+    derivatives are matmuls over patches instead."""
+    rnn = rnnlib.RNN(rnnlib.ConvLSTMCell(features=3, kernel_size=(3, 3)))
+    x = jnp.ones((2, TIME, 6, 6, 2))
+    variables = rnn.init(jax.random.key(0), x)
+    params_only = jax.make_jaxpr(jax.grad(lambda v: _loss(rnn.apply(v, x))))(variables).jaxpr
+    inside, _ = _count(params_only, "conv_general_dilated")
+    assert inside == (3 if jax.default_backend() == "cpu" else 5)
