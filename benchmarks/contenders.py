@@ -21,6 +21,10 @@ import rnnlib
 DENSE_CELLS = ("LSTMCell", "OptimizedLSTMCell", "GRUCell")
 CONV_CELLS = ("ConvLSTMCell",)
 NAMES = ("rnnlib", "flax.linen", "flax.nnx", "lax.scan")
+# rnnlib with its input projection forced before the loop or into it (``RNN.hoist_inputs``);
+# plain "rnnlib" lets the backend decide. Not run unless asked for (``--contenders``).
+RNNLIB_HOISTING = {"rnnlib": None, "rnnlib:hoisted": True, "rnnlib:in-loop": False}
+ALL_NAMES = NAMES + ("rnnlib:hoisted", "rnnlib:in-loop")
 
 
 @dataclasses.dataclass
@@ -58,8 +62,8 @@ def build(name: str, cell_name: str, config: dict, x, linen_variables=None) -> C
         linen_variables = nn.RNN(getattr(nn, cell_name)(**kwargs)).init(jax.random.key(0), x)
     params = linen_variables["params"]
 
-    if name == "rnnlib":
-        rnn = rnnlib.RNN(getattr(rnnlib, cell_name)(**kwargs))
+    if name in RNNLIB_HOISTING:
+        rnn = rnnlib.RNN(getattr(rnnlib, cell_name)(**kwargs), hoist_inputs=RNNLIB_HOISTING[name])
 
         def apply(p, x):
             return rnn.apply({"params": p}, x)
@@ -77,7 +81,7 @@ def build(name: str, cell_name: str, config: dict, x, linen_variables=None) -> C
     elif name == "flax.nnx":
         return _nnx(cell_name, config, x)
     else:
-        raise ValueError(f"unknown contender {name!r}; expected one of {NAMES}")
+        raise ValueError(f"unknown contender {name!r}; expected one of {ALL_NAMES}")
     return Contender(name, jax.jit(apply), _loss_grad(apply), params)
 
 

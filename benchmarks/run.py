@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import platform
 import statistics
 import time
@@ -33,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks.contenders import CONV_CELLS, DENSE_CELLS, NAMES, build, inputs_for
+from benchmarks.contenders import ALL_NAMES, CONV_CELLS, DENSE_CELLS, NAMES, build, inputs_for
 
 CONFIGS = {
     "overhead B8 T1000 H32": dict(B=8, T=1000, I=32, H=32, cells=DENSE_CELLS),
@@ -135,15 +136,74 @@ def rnnlib_rnn(features):
     return rnnlib.RNN(rnnlib.LSTMCell(features))
 
 
-def _ratio(results, config, cell, mode, name, key="median_s"):
+def _ratio(results, config, cell, mode, name, key="median_s", over="flax.linen"):
     entry = results[config][cell][mode]
-    if name not in entry:
+    if name not in entry or over not in entry:
         return None
-    return entry[name][key] / entry["flax.linen"][key]
+    return entry[name][key] / entry[over][key]
+
+
+def _present(results) -> list[str]:
+    """The contenders measured anywhere in ``results``, in the harness's order."""
+    seen = {
+        n
+        for cells in results.values()
+        for modes in cells.values()
+        for e in modes.values()
+        for n in e
+    }
+    return [n for n in ALL_NAMES if n in seen]
+
+
+def _geomean(values):
+    values = [v for v in values if v is not None]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def _fmt(value):
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def targets(results) -> list[tuple[str, float | None, float, bool | None]]:
+    """The performance targets, as ``(what, measured, limit, met)``; ``met`` is None
+    when the run lacks a contender the target needs."""
+    every = [(c, cell) for c in results for cell in results[c]]
+
+    def worst(values):
+        values = [v for v in values if v is not None]
+        return max(values) if values else None
+
+    def row(what, value, limit):
+        return (what, value, limit, None if value is None else value <= limit)
+
+    train = [_ratio(results, c, cell, "train", "rnnlib") for c, cell in every]
+    return [
+        row("worst rnnlib / flax.linen, forward + backward", worst(train), 1.0),
+        row("geometric mean rnnlib / flax.linen, forward + backward", _geomean(train), 0.85),
+        row(
+            "worst rnnlib / lax.scan, any mode",
+            worst(
+                _ratio(results, c, cell, mode, "rnnlib", over="lax.scan")
+                for c, cell in every
+                for mode in MODES
+            ),
+            1.10,
+        ),
+        row(
+            "worst first call rnnlib / flax.linen, any mode",
+            worst(
+                _ratio(results, c, cell, mode, "rnnlib", "first_call_s")
+                for c, cell in every
+                for mode in MODES
+            ),
+            1.0,
+        ),
+    ]
 
 
 def markdown(report: dict) -> str:
     results = report["results"]
+    others = [n for n in _present(results) if n != "flax.linen"]
     lines = [
         f"# Benchmark: {report['name']}",
         "",
@@ -157,32 +217,34 @@ def markdown(report: dict) -> str:
         title = "forward + backward (jax.grad)" if mode == "train" else "forward"
         lines += [f"## {title}", ""]
         lines += [
-            "| configuration | cell | flax.linen (ms) | rnnlib | flax.nnx | lax.scan | "
-            "rnnlib / lax.scan | first call: rnnlib / linen |",
-            "|---|---|---:|---:|---:|---:|---:|---:|",
+            "| configuration | cell | flax.linen (ms) | "
+            + " | ".join(others)
+            + " | rnnlib / lax.scan | first call: rnnlib / linen |",
+            "|---|---|---:|" + "---:|" * (len(others) + 2),
         ]
         for config, cells in results.items():
             for cell, modes in cells.items():
                 entry = modes[mode]
-                ratios = {n: _ratio(results, config, cell, mode, n) for n in NAMES}
-
-                def cell_text(name, ratios=ratios):
-                    return "n/a" if ratios[name] is None else f"{ratios[name]:.2f}"
-
-                vs_scan = (
-                    f"{entry['rnnlib']['median_s'] / entry['lax.scan']['median_s']:.2f}"
-                    if "lax.scan" in entry
-                    else "n/a"
-                )
+                ratios = [_fmt(_ratio(results, config, cell, mode, n)) for n in others]
+                vs_scan = _ratio(results, config, cell, mode, "rnnlib", over="lax.scan")
                 first = _ratio(results, config, cell, mode, "rnnlib", "first_call_s")
                 lines.append(
                     f"| {config} | {cell} | {entry['flax.linen']['median_s'] * 1e3:.1f} | "
-                    f"{cell_text('rnnlib')} | {cell_text('flax.nnx')} | {cell_text('lax.scan')} | "
-                    f"{vs_scan} | {first:.2f} |"
+                    + " | ".join(ratios)
+                    + f" | {_fmt(vs_scan)} | {_fmt(first)} |"
                 )
-        ratios = [_ratio(results, c, cell, mode, "rnnlib") for c in results for cell in results[c]]
-        geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
-        lines += ["", f"Geometric mean of rnnlib / flax.linen ({title}): **{geo:.2f}**", ""]
+        lines.append("")
+        for name in others:
+            geo = _geomean(
+                _ratio(results, c, cell, mode, name) for c in results for cell in results[c]
+            )
+            lines.append(f"Geometric mean of {name} / flax.linen ({title}): **{_fmt(geo)}**  ")
+        lines.append("")
+    lines += ["## Targets", "", "| target | measured | limit | met |", "|---|---:|---:|---|"]
+    for what, value, limit, met in targets(results):
+        verdict = "n/a" if met is None else ("yes" if met else "**no**")
+        lines.append(f"| {what} | {_fmt(value)} | {limit:.2f} | {verdict} |")
+    lines.append("")
     if report.get("seq_lengths_memory"):
         lines += [
             "## Extra memory for `seq_lengths` with `return_carry` (LSTM, forward)",
@@ -217,13 +279,15 @@ def plot(report: dict, path: Path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(12, 0.5 * len(labels) + 2), sharey=True)
     for ax, mode in zip(axes, MODES):
         y = np.arange(len(labels))
-        for k, name in enumerate(("rnnlib", "flax.nnx", "lax.scan")):
+        others = [n for n in _present(results) if n != "flax.linen"]
+        width = 0.8 / len(others)
+        for k, name in enumerate(others):
             values = [
                 _ratio(results, cfg, cell, mode, name) or np.nan
                 for cfg in results
                 for cell in results[cfg]
             ]
-            ax.barh(y + 0.25 * (k - 1), values, height=0.25, label=name)
+            ax.barh(y + width * (k - (len(others) - 1) / 2), values, height=width, label=name)
         ax.axvline(1.0, color="black", lw=1, ls="--")
         ax.set_yticks(y, labels, fontsize=7)
         ax.set_xlabel("time / flax.linen time")
@@ -240,12 +304,21 @@ def main(argv=None) -> int:
     parser.add_argument("--runs", type=int, default=5, help="timed rounds (at least 5)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     parser.add_argument("--name", default=None, help="file name stem (default: full or quick)")
+    parser.add_argument(
+        "--contenders",
+        nargs="+",
+        default=list(NAMES),
+        choices=ALL_NAMES,
+        help="what to compare (flax.linen is always included: the ratios are against it); "
+        "rnnlib:hoisted and rnnlib:in-loop force RNN(hoist_inputs=True/False)",
+    )
     args = parser.parse_args(argv)
     if args.runs < 5:
         parser.error(f"--runs must be at least 5 for a meaningful median; got {args.runs}")
 
     import flax
 
+    names = ["flax.linen"] + [n for n in args.contenders if n != "flax.linen"]
     configs = QUICK if args.quick else CONFIGS
     name = args.name or ("quick" if args.quick else "full")
     results = {}
@@ -253,11 +326,11 @@ def main(argv=None) -> int:
         results[config_name] = {}
         for cell in config["cells"]:
             print(f"{config_name} / {cell} ...", flush=True)
-            results[config_name][cell] = measure(config, cell, args.runs)
+            results[config_name][cell] = measure(config, cell, args.runs, names)
     report = {
         "name": name,
-        "machine": f"{platform.processor() or platform.machine()}, "
-        f"{jax.device_count()} {jax.default_backend()} device(s)",
+        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores, "
+        f"{jax.device_count()} x {jax.devices()[0].device_kind} ({jax.default_backend()})",
         "versions": {"jax": jax.__version__, "flax": flax.__version__},
         "runs": args.runs,
         "configs": {

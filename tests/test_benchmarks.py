@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from benchmarks.contenders import CONV_CELLS, DENSE_CELLS, build, inputs_for
-from benchmarks.run import markdown
+from benchmarks.run import markdown, targets
 
 pytestmark = pytest.mark.pinned_env
 
@@ -47,22 +47,56 @@ def test_nnx_has_no_conv_lstm_contender():
     assert build("flax.nnx", "ConvLSTMCell", SMALL_CONV, x) is None
 
 
-def test_markdown_reports_ratios_against_flax_linen():
-    def entry(t):
-        return {"median_s": t, "first_call_s": 2 * t}
-
-    modes = {
-        m: {"flax.linen": entry(2.0), "rnnlib": entry(1.0), "lax.scan": entry(0.5)}
-        for m in ("forward", "train")
-    }
-    report = {
+def _report(results):
+    return {
         "name": "t",
         "machine": "m",
         "versions": {"jax": "j", "flax": "f"},
         "runs": 5,
-        "results": {"cfg": {"LSTMCell": modes}},
+        "results": results,
         "seq_lengths_memory": [],
     }
-    text = markdown(report)
-    assert "| cfg | LSTMCell | 2000.0 | 0.50 | n/a | 0.25 | 2.00 | 0.50 |" in text
-    assert "**0.50**" in text
+
+
+def _entry(t):
+    return {"median_s": t, "first_call_s": 2 * t}
+
+
+def test_markdown_reports_ratios_against_flax_linen_and_the_targets():
+    modes = {
+        m: {"flax.linen": _entry(2.0), "rnnlib": _entry(1.0), "lax.scan": _entry(0.5)}
+        for m in ("forward", "train")
+    }
+    text = markdown(_report({"cfg": {"LSTMCell": modes}}))
+    # columns: linen ms | rnnlib | lax.scan | rnnlib / lax.scan | first call rnnlib / linen
+    assert "| cfg | LSTMCell | 2000.0 | 0.50 | 0.25 | 2.00 | 0.50 |" in text
+    assert "Geometric mean of rnnlib / flax.linen (forward): **0.50**" in text
+    assert "| worst rnnlib / flax.linen, forward + backward | 0.50 | 1.00 | yes |" in text
+    assert "| worst rnnlib / lax.scan, any mode | 2.00 | 1.10 | **no** |" in text
+
+
+def test_a_contender_missing_for_some_cells_reads_n_a_there():
+    full = {"flax.linen": _entry(2.0), "rnnlib": _entry(1.0), "flax.nnx": _entry(3.0)}
+    partial = {"flax.linen": _entry(2.0), "rnnlib": _entry(4.0)}
+    results = {
+        "a": {"GRUCell": {"forward": full, "train": full}},
+        "b": {"ConvLSTMCell": {"forward": partial, "train": partial}},
+    }
+    text = markdown(_report(results))
+    assert "| a | GRUCell | 2000.0 | 0.50 | 1.50 | n/a | 0.50 |" in text
+    assert "| b | ConvLSTMCell | 2000.0 | 2.00 | n/a | n/a | 2.00 |" in text
+    worst, geo, vs_scan, first = targets(results)
+    assert worst[1:] == (2.0, 1.0, False)
+    assert geo[1] == pytest.approx(1.0) and geo[3] is False
+    assert vs_scan[1:] == (None, 1.10, None)  # no lax.scan in this run
+    assert first[3] is False
+
+
+@pytest.mark.parametrize("name", ["rnnlib:hoisted", "rnnlib:in-loop"])
+def test_the_rnnlib_hoisting_contenders_agree_with_flax(name):
+    x = inputs_for(SMALL, jax.random.key(1))
+    reference = build("flax.linen", "GRUCell", SMALL, x)
+    other = build(name, "GRUCell", SMALL, x)
+    np.testing.assert_allclose(
+        other.forward(other.params, x), reference.forward(reference.params, x), rtol=1e-5, atol=1e-6
+    )
