@@ -57,7 +57,7 @@ import numpy as np
 
 import rnnlib
 from rnnlib.module import Module, check_params, describe
-from rnnlib.rnn import split_axes
+from rnnlib.rnn import check_flags, split_axes
 
 __all__ = [
     "LSTMCell",
@@ -555,10 +555,7 @@ class RNN(Module):
             object.__setattr__(self, "cell_size", size)
         else:
             _check_dense_size(owner, self.cell_size, "cell_size")
-        for flag in ("time_major", "return_carry", "reverse", "keep_order"):
-            value = getattr(self, flag)
-            if not isinstance(value, (bool, np.bool_)):
-                raise TypeError(f"legacy.RNN expects {flag} to be a bool; got {value!r}.")
+        check_flags("legacy.RNN", self)
         self.new_rnn()  # rnnlib.RNN checks unroll
         _deprecated(_old_spelling(self), _new_spelling(self), stacklevel=3)
 

@@ -42,6 +42,21 @@ def split_axes(cell: RNNCellBase, shape, time_major: bool, owner=None):
     return shape[:time_axis], time_axis
 
 
+FLAGS = ("time_major", "return_carry", "reverse", "keep_order")
+
+
+def check_flags(owner: str, module, hints=None) -> None:
+    """Raises a ``TypeError`` unless each of ``module``'s ``FLAGS`` is a bool.
+
+    ``owner`` names the module in the message; ``hints`` adds a sentence per flag.
+    """
+    for flag in FLAGS:
+        value = getattr(module, flag)
+        if not isinstance(value, (bool, np.bool_)):
+            hint = (hints or {}).get(flag, "")
+            raise TypeError(f"{owner} expects {flag} to be a bool; got {value!r}.{hint}")
+
+
 @dataclasses.dataclass(frozen=True, repr=False)
 class RNN(Module):
     """Runs a cell over every step of a sequence; returns the stacked outputs.
@@ -99,16 +114,14 @@ class RNN(Module):
                 "RNN expects an rnnlib.RNNCellBase cell, such as rnnlib.LSTMCell(features=...); "
                 f"got {kind.__module__}.{kind.__qualname__}.{hint}"
             )
-        for flag in ("time_major", "return_carry", "reverse", "keep_order"):
-            value = getattr(self, flag)
-            if not isinstance(value, (bool, np.bool_)):
-                hint = ""
-                if flag == "time_major":
-                    hint = (
-                        " (Flax 0.6's RNN took cell_size as its second argument; the cell now "
-                        "carries its own features, so pass RNN(cell) alone.)"
-                    )
-                raise TypeError(f"RNN expects {flag} to be a bool; got {value!r}.{hint}")
+        check_flags(
+            "RNN",
+            self,
+            hints={
+                "time_major": " (Flax 0.6's RNN took cell_size as its second argument; the cell "
+                "now carries its own features, so pass RNN(cell) alone.)"
+            },
+        )
         if isinstance(self.unroll, bool) or not isinstance(self.unroll, (int, np.integer)):
             raise TypeError(f"RNN expects unroll to be an int >= 1; got {self.unroll!r}.")
         if self.unroll < 1:
