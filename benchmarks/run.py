@@ -7,9 +7,12 @@ Usage (from the repository root)::
 
 Method. For every configuration and cell, each contender is jitted twice: the
 forward pass, and forward plus backward (``jax.grad`` of a scalar loss). The first
-call of each (trace and compile included) is timed on its own; then one warm-up call;
-then ``--runs`` timed rounds in which the contenders take turns, in a rotating order,
-so slow drifts of the machine hit all of them alike. We report the median and the
+call of each (trace and compile included) is timed on its own, ``--first-calls`` times
+with JAX's caches cleared before each and the contenders in rotating order, and the
+median is reported; then one warm-up call; then timed rounds in which the contenders
+take turns, in a rotating order, so slow drifts of the machine hit all of them alike:
+at least ``--runs`` rounds, and more (up to 60) until each contender has spent a
+second in timed calls. We report the median and the
 spread (min and max) of the timed rounds, and the compiled program's temporary
 memory as XLA reports it (``memory_analysis``).
 
@@ -48,6 +51,8 @@ QUICK = {
     "convlstm B2 T8 16x16x8": dict(B=2, T=8, signal=(16, 16), I=8, H=16, cells=CONV_CELLS),
 }
 MODES = ("forward", "train")
+MIN_TIMED_S = 1.0
+MAX_ROUNDS = 60
 
 
 def _block(tree):
@@ -68,7 +73,24 @@ def _temp_bytes(fn, *args):
         return None
 
 
-def measure(config: dict, cell_name: str, runs: int, names=NAMES) -> dict:
+def _first_calls(fns, x, repeats):
+    """Median time of a call that must trace and compile, per contender.
+
+    ``jax.clear_caches()`` before every call makes each one a first call. The order
+    rotates between rounds, so no contender always pays for the process's first
+    compilation of something.
+    """
+    order = list(fns)
+    samples = {name: [] for name in order}
+    for r in range(repeats):
+        for name in order[r % len(order) :] + order[: r % len(order)]:
+            fn, p = fns[name]
+            jax.clear_caches()
+            samples[name].append(_timed(fn, p, x))
+    return {name: statistics.median(times) for name, times in samples.items()}
+
+
+def measure(config: dict, cell_name: str, runs: int, names=NAMES, first_calls: int = 3) -> dict:
     """Every contender's first-call time, temp memory and timed runs, for both modes."""
     x = inputs_for(config, jax.random.key(1))
     import flax.linen as nn
@@ -82,16 +104,22 @@ def measure(config: dict, cell_name: str, runs: int, names=NAMES) -> dict:
     result = {}
     for mode in MODES:
         fns = {c.name: (getattr(c, mode), c.params) for c in contenders}
-        entry = {name: {"first_call_s": _timed(fn, p, x)} for name, (fn, p) in fns.items()}
+        first = _first_calls(fns, x, first_calls)
+        entry = {name: {"first_call_s": first[name]} for name in fns}
         for name, (fn, p) in fns.items():
             entry[name]["temp_bytes"] = _temp_bytes(fn, p, x)
             _timed(fn, p, x)  # warm-up
         order = list(fns)
         samples = {name: [] for name in order}
-        for r in range(runs):
+        r = 0
+        # At least `runs` rounds; short calls get more, until each contender has spent
+        # MIN_TIMED_S in timed calls (or MAX_ROUNDS), so a millisecond-scale median rests
+        # on enough samples to outlast the machine's jitter.
+        while r < runs or (r < MAX_ROUNDS and min(map(sum, samples.values())) < MIN_TIMED_S):
             for name in order[r % len(order) :] + order[: r % len(order)]:
                 fn, p = fns[name]
                 samples[name].append(_timed(fn, p, x))
+            r += 1
         for name, times in samples.items():
             entry[name].update(
                 median_s=statistics.median(times), min_s=min(times), max_s=max(times), runs=times
@@ -208,7 +236,9 @@ def markdown(report: dict) -> str:
         f"# Benchmark: {report['name']}",
         "",
         f"{report['machine']}; jax {report['versions']['jax']}, flax "
-        f"{report['versions']['flax']}; median of {report['runs']} alternating runs.",
+        f"{report['versions']['flax']}; median of at least {report['runs']} alternating runs "
+        f"(up to {MAX_ROUNDS} for short calls); first calls (trace + compile + run): median "
+        f"of {report.get('first_calls', 1)}.",
         "",
         "Ratios are time / flax.linen's time: below 1.0 is faster than flax.linen.",
         "",
@@ -302,6 +332,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small shapes, about a minute")
     parser.add_argument("--runs", type=int, default=5, help="timed rounds (at least 5)")
+    parser.add_argument(
+        "--first-calls", type=int, default=3, help="first calls timed per contender (median)"
+    )
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     parser.add_argument("--name", default=None, help="file name stem (default: full or quick)")
     parser.add_argument(
@@ -326,13 +359,14 @@ def main(argv=None) -> int:
         results[config_name] = {}
         for cell in config["cells"]:
             print(f"{config_name} / {cell} ...", flush=True)
-            results[config_name][cell] = measure(config, cell, args.runs, names)
+            results[config_name][cell] = measure(config, cell, args.runs, names, args.first_calls)
     report = {
         "name": name,
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores, "
         f"{jax.device_count()} x {jax.devices()[0].device_kind} ({jax.default_backend()})",
         "versions": {"jax": jax.__version__, "flax": flax.__version__},
         "runs": args.runs,
+        "first_calls": args.first_calls,
         "configs": {
             k: {kk: vv for kk, vv in v.items() if kk != "cells"} for k, v in configs.items()
         },
