@@ -142,8 +142,11 @@ def test_patches_rule_gives_lax_convolution_derivatives(window, strides, padding
     _close(curvature(patches), curvature(plain), 1e-4, 1e-4)
 
 
-@pytest.mark.parametrize("window, strides, padding", CONV_CASES)
-@pytest.mark.parametrize("dtype", [jnp.float32, jnp.complex64])
+@pytest.mark.parametrize(
+    "window, strides, padding, dtype",
+    [case + (jnp.float32,) for case in CONV_CASES]
+    + [case + (jnp.complex64,) for case in CONV_CASES[:2]],
+)
 def test_conv_gradients_equal_a_plain_lax_convolution(window, strides, padding, dtype):
     x, kernel, bias = _conv_case(window, dtype)
     padding = rnnlib.linear.conv_padding(padding, len(window))
