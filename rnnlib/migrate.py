@@ -252,6 +252,8 @@ class _Names:
         self.local: set[str] = set()
         self.star: list[str] = []
         self.scanned: dict[str, tuple[str, str]] = {}
+        # The `nn.scan(...)` call each name in `scanned` was bound to (for its in_axes).
+        self.scan_calls: dict[str, ast.Call] = {}
         for tree in trees:
             for node in ast.walk(tree):
                 self._bind(node)
@@ -288,6 +290,7 @@ class _Names:
             cell = self.scanned_cell(node.value)
             for target in targets if cell else ():
                 self.scanned[target] = cell
+                self.scan_calls[target] = node.value
         elif self.cell_class(node.value):  # an alias such as `Cell = nn.LSTMCell`
             for target in targets:
                 self.bound[target] = self.qualname(node.value)
@@ -702,7 +705,8 @@ class _Checker:
             cell_text = self._cell_with_features(cell_call, seg(size), featureless)
         else:
             cell_text = "<cell with features=...>"
-        suggestion = f"{seg(call.func)}({cell_text}, ...)  # without cell_size"
+        rnn_text = self._current_spelling(call.func)
+        suggestion = f"{rnn_text}({cell_text}, ...)  # without cell_size"
         reason = None
         insert = []
         if family == "legacy":
@@ -750,22 +754,44 @@ class _Checker:
                 paren = _open_paren(self.src, cell_call)
                 if paren is not None:
                     more = ", " if cell_call.keywords else ""
-                    hint = "<hidden size>" if reason else seg(size)
+                    # Legacy code is never fixed, but its cell_size is still the width.
+                    known = reason is None or (family == "legacy" and _is_int_like(size))
+                    hint = seg(size) if known else "<hidden size>"
                     insert = [(paren + 1, paren + 1, f"features={hint}{more}")]
+            # Legacy classes take no features: the suggestion names rnnlib's own classes,
+            # as MIG001's does. These renames are shown only; the fixer never edits legacy code.
+            renames = [
+                (self.src.start(func), self.src.end(func), self._current_spelling(func))
+                for func in (call.func, cell_call.func if cell_info else None)
+                if func is not None and self._current_spelling(func) != seg(func)
+            ]
             suggestion = _one_line(
-                _apply(self.src.text, insert + removal, self.src.start(call), self.src.end(call))
+                _apply(
+                    self.src.text,
+                    renames + insert + removal,
+                    self.src.start(call),
+                    self.src.end(call),
+                )
             )
             if cell_call is None or cell_info is None:
-                suggestion += f"  # with the cell built with features={seg(size)}"
+                built = "an rnnlib cell built" if family == "legacy" else "the cell built"
+                suggestion += f"  # with {built} with features={seg(size)}"
             if reason is None:
                 edits = insert + removal
         return self._add(call, "MIG002", message, suggestion, edits=edits, reason=reason)
+
+    def _current_spelling(self, func) -> str:
+        """How the current API spells the class `func` names: rnnlib's own for a legacy one."""
+        found = _family(self.names.qualname(func))
+        if found and found[0] == "legacy":
+            return f"rnnlib.{'ConvLSTMCell' if found[1] == 'ConvLSTM' else found[1]}"
+        return self.src.segment(func)
 
     def _cell_with_features(self, cell_call, size_src, featureless) -> str:
         text = self.src.segment(cell_call)
         if not featureless:
             return text
-        func = self.src.segment(cell_call.func)
+        func = self._current_spelling(cell_call.func)
         rest = ", ".join(self.src.segment(kw) for kw in cell_call.keywords)
         return f"{func}(features={size_src}{', ' + rest if rest else ''})"
 
@@ -837,11 +863,17 @@ class _Checker:
         if scan is None:
             return
         cell_name, scan_node, in_axes = scan
-        time_major = ""
-        if isinstance(in_axes, ast.Constant) and in_axes.value == 0:
-            time_major = ", time_major=True"
-        elif in_axes is not None and not (isinstance(in_axes, ast.Constant) and in_axes.value == 1):
+        # nn.scan's in_axes defaults to 0: it scans over the leading axis, which nn.RNN calls
+        # time_major. One input step is x[0] then, and x[:, 0] when time is axis 1.
+        axis = in_axes.value if isinstance(in_axes, ast.Constant) else None
+        axis = 0 if in_axes is None else axis
+        if axis == 0:
+            time_major, step = ", time_major=True", "x[0]"
+        elif axis == 1:
+            time_major, step = "", "x[:, 0]"
+        else:
             time_major = ", time_major=<True if time is axis 0>"
+            step = "<x[0] if time is axis 0, x[:, 0] if axis 1>"
         message = (
             f"class {cls.name} scans {cell_name} over time with nn.scan (line {scan_node.lineno}) "
             f"and builds its carry in a class-level initialize_carry (line {carry_def.lineno}), "
@@ -853,7 +885,7 @@ class _Checker:
             f"nn.RNN(nn.{cell_name}(features=<hidden size>){time_major}) scans the cell and "
             f"builds the carry itself; where a carry is needed, call "
             f"nn.{cell_name}(features=<hidden size>, parent=None)"
-            f".initialize_carry(key, x[:, 0].shape) on a configured cell; {_PARENT_NONE_WHY}"
+            f".initialize_carry(key, {step}.shape) on a configured cell; {_PARENT_NONE_WHY}"
         )
         self._add(
             cls,
@@ -869,9 +901,10 @@ class _Checker:
             if isinstance(node, ast.Call):
                 cell = self.names.scanned_cell(node)
                 if cell:
-                    return cell[1], node, getattr(_keyword(node, "in_axes"), "value", None)
+                    return cell[1], node, _in_axes(node, 5)
             if isinstance(node, ast.Name) and node.id in self.names.scanned:
-                return self.names.scanned[node.id][1], node, None
+                call = self.names.scan_calls[node.id]
+                return self.names.scanned[node.id][1], node, _in_axes(call, 5)
             if isinstance(node, ast.FunctionDef):
                 for dec in node.decorator_list:
                     if not isinstance(dec, ast.Call):
@@ -884,12 +917,21 @@ class _Checker:
                         if isinstance(inner, ast.Call):
                             cell = self.names.cell_class(inner.func)
                             if cell:
-                                return (
-                                    cell[1],
-                                    dec,
-                                    getattr(_keyword(dec, "in_axes"), "value", None),
-                                )
+                                return cell[1], dec, _in_axes(dec, 6 if is_partial else 5)
         return None
+
+
+def _in_axes(call: ast.Call, position: int):
+    """The node `call` passes as nn.scan's in_axes (at `position` when positional); None when
+    it is left at nn.scan's default, 0. Unpacked **kwargs give a node that is not a constant."""
+    kw = _keyword(call, "in_axes")
+    if kw is not None:
+        return kw.value
+    if len(call.args) > position and not _has_star(call):
+        return call.args[position]
+    unpacked = [kw.value for kw in call.keywords if kw.arg is None]
+    unpacked += [a for a in call.args if isinstance(a, ast.Starred)]
+    return unpacked[0] if unpacked else None
 
 
 def _lacks_features(call: ast.Call) -> bool:

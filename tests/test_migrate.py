@@ -5,6 +5,7 @@ Expected locations are found by searching the corpus text for the old-API call, 
 pins an exact line and column without copying numbers out of the checker's own output.
 """
 
+import inspect
 import json
 import os
 import shutil
@@ -881,6 +882,110 @@ def test_legacy_suggestion_runs_and_gives_the_legacy_carry(cell, tmp_path, capsy
         old = getattr(legacy, cell).initialize_carry(key, (2, 3), 5, nn.initializers.normal(0.5))
     assert jax.tree_util.tree_structure(old) == jax.tree_util.tree_structure(new)
     jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=0, atol=0), old, new)
+
+
+@pytest.mark.parametrize(
+    "imports, rnn, cell",
+    [
+        ("from rnnlib import legacy", "legacy.RNN", "legacy.LSTMCell"),
+        ("import rnnlib.legacy", "rnnlib.legacy.RNN", "rnnlib.legacy.GRUCell"),
+        ("from rnnlib.legacy import RNN, OptimizedLSTMCell", "RNN", "OptimizedLSTMCell"),
+        ("import rnnlib.legacy as old", "old.RNN", "old.GRUCell"),
+    ],
+    ids=["legacy-attribute", "rnnlib-legacy-attribute", "from-import", "alias"],
+)
+@pytest.mark.parametrize("size", ["cell_size=4", "4"], ids=["keyword", "positional"])
+def test_legacy_rnn_and_cell_suggestions_name_rnnlib_classes(
+    imports, rnn, cell, size, tmp_path, capsys
+):
+    source = f"{imports}\nlayer = {rnn}({cell}(), {size}, return_carry=True)\n"
+    _, findings = scan_snippet(tmp_path, capsys, source)
+    rnn_finding, cell_finding = findings
+    assert (rnn_finding["code"], cell_finding["code"]) == ("MIG002", "MIG003")
+    assert not rnn_finding["fixable"] and not cell_finding["fixable"]
+    cell_name = cell.rsplit(".", 1)[-1]
+    # A legacy class takes no features, so the new call is on rnnlib's own classes.
+    for finding in findings:
+        assert "legacy" not in finding["suggestion"]
+    assert rnn_finding["suggestion"] == (
+        f"rnnlib.RNN(rnnlib.{cell_name}(features=4), return_carry=True)"
+    )
+    assert cell_finding["suggestion"].startswith(f"rnnlib.{cell_name}(features=")
+    # The suggested RNN builds, and is rnnlib's current RNN over a cell of width 4.
+    layer = eval(rnn_finding["suggestion"], {"rnnlib": rnnlib})
+    assert isinstance(layer, rnnlib.RNN) and layer.return_carry
+    assert type(layer.cell) is getattr(rnnlib, cell_name) and layer.cell.features == 4
+    with pytest.raises(TypeError):
+        getattr(legacy, cell_name)(features=4)
+
+
+def test_legacy_rnn_over_a_cell_built_elsewhere_points_at_rnnlib(tmp_path, capsys):
+    source = "from rnnlib import legacy\nlayer = legacy.RNN(cell, cell_size=4)\n"
+    _, [finding] = scan_snippet(tmp_path, capsys, source)
+    assert finding["code"] == "MIG002"
+    assert finding["suggestion"].startswith("rnnlib.RNN(cell)")
+    assert "legacy" not in finding["suggestion"] and "features=4" in finding["suggestion"]
+
+
+SCAN_WRAPPER = """import jax
+import flax.linen as nn
+
+
+class Encoder(nn.Module):
+    @nn.compact
+    def __call__(self, carry, x):
+        Scan = nn.scan(
+            nn.LSTMCell, variable_broadcast="params", split_rngs={{"params": False}}{axes}
+        )
+        return Scan()(carry, x)
+
+    @staticmethod
+    def initialize_carry(batch_dims, size):
+        return nn.LSTMCell.initialize_carry(jax.random.PRNGKey(0), batch_dims, size)
+"""
+
+SCAN_DECORATOR = """import functools
+import flax.linen as nn
+
+
+class Encoder(nn.Module):
+    @functools.partial(
+        nn.scan, variable_broadcast="params", split_rngs={{"params": False}}{axes}
+    )
+    @nn.compact
+    def __call__(self, carry, x):
+        return nn.GRUCell()(carry, x)
+
+    @classmethod
+    def initialize_carry(cls, batch_dims, size):
+        return nn.GRUCell.initialize_carry(None, batch_dims, size)
+"""
+
+
+@pytest.mark.parametrize("template", [SCAN_WRAPPER, SCAN_DECORATOR], ids=["call", "decorator"])
+@pytest.mark.parametrize("in_axes", [None, 0, 1], ids=["default", "axis0", "axis1"])
+def test_scan_idiom_suggestion_takes_one_input_step_along_the_scanned_axis(
+    template, in_axes, tmp_path, capsys
+):
+    axes = "" if in_axes is None else f", in_axes={in_axes}"
+    _, findings = scan_snippet(tmp_path, capsys, template.format(axes=axes))
+    [suggestion] = [f["suggestion"] for f in findings if f["code"] == "MIG004"]
+    # The axis nn.scan walks when in_axes is not written is Flax's own default.
+    axis = inspect.signature(nn.scan).parameters["in_axes"].default if in_axes is None else in_axes
+    # The carry is built from one input step: the input with the scanned axis taken away.
+    x = np.zeros([(2, 3, 4)[i] for i in ((0, 1, 2) if axis == 0 else (1, 0, 2))])
+    step = suggestion.split(".initialize_carry(key, ", 1)[1].split(".shape)", 1)[0]
+    assert eval(step, {"x": x}).shape == np.take(x, 0, axis=axis).shape == (3, 4)
+    # ... and nn.RNN is told the same layout: time_major exactly when time is axis 0.
+    assert ("time_major=True" in suggestion) == (axis == 0)
+
+
+def test_scan_idiom_with_unreadable_in_axes_says_both_layouts(tmp_path, capsys):
+    source = SCAN_WRAPPER.format(axes=", in_axes=axes")
+    _, findings = scan_snippet(tmp_path, capsys, source)
+    [suggestion] = [f["suggestion"] for f in findings if f["code"] == "MIG004"]
+    assert "time_major=<True if time is axis 0>" in suggestion
+    assert "x[0] if time is axis 0" in suggestion and "x[:, 0] if axis 1" in suggestion
 
 
 def test_fixer_claims_exactly_the_gru_model_and_the_notebook_as_fully_fixed(tmp_path, capsys):
