@@ -228,20 +228,20 @@ def _scan(cell, weights, carry, inputs, seq_lengths, unroll, hoist):
 
     carry = _promote_carry(cell, step, carry, inputs)
 
+    if seq_lengths is None:
+        return jax.lax.scan(step, carry, inputs, unroll=unroll)
+
     def body(state, xs):
         x, t = xs
-        if seq_lengths is None:
-            return step(state, x)
         running, kept = state
         running, y = step(running, x)
         valid = t < seq_lengths
         kept = jax.tree_util.tree_map(lambda new, old: _where(valid, new, old), running, kept)
         return (running, kept), y
 
-    state = carry if seq_lengths is None else (carry, carry)
     times = jnp.arange(inputs.shape[0])
-    state, outputs = jax.lax.scan(body, state, (inputs, times), unroll=unroll)
-    return (state if seq_lengths is None else state[1]), outputs
+    (_, kept), outputs = jax.lax.scan(body, (carry, carry), (inputs, times), unroll=unroll)
+    return kept, outputs
 
 
 def _where(valid, new, old):
