@@ -112,6 +112,15 @@ class ConvLSTMCell(RNNCellBase):
             "hh": self._conv_params(key_hh, self.features),
         }
 
+    def _written_param_shapes(self, input_shape):
+        shapes = {}
+        for name, in_channels in (("ih", input_shape[-1]), ("hh", self.features)):
+            kernel = self.kernel_size + (in_channels, 4 * self.features)
+            shapes[name] = {"kernel": jax.ShapeDtypeStruct(kernel, self.param_dtype)}
+            if self.use_bias:
+                shapes[name]["bias"] = jax.ShapeDtypeStruct((4 * self.features,), self.param_dtype)
+        return shapes
+
     def _conv_params(self, key, in_channels):
         key_kernel, key_bias = jax.random.split(key)
         shape = self.kernel_size + (in_channels, 4 * self.features)

@@ -10,7 +10,14 @@ import jax
 import jax.numpy as jnp
 
 from rnnlib.cell_base import RNNCellBase, check_features
-from rnnlib.linear import affine, dense_params, fused, orthogonal
+from rnnlib.linear import (
+    DenseLayer,
+    affine,
+    create_dense_layers,
+    dense_layer_shapes,
+    fused,
+    orthogonal,
+)
 
 
 def _single_carry(cell, rng, input_shape):
@@ -70,20 +77,22 @@ class GRUCell(RNNCellBase):
         """``h`` shaped ``(*batch, features)``; ``rng`` goes whole to ``carry_init``."""
         return _single_carry(self, rng, input_shape)
 
-    def create_params(self, key, input_shape):
-        keys = jax.random.split(key, 6)
+    def _layers(self, input_shape):
         n_in, n = input_shape[-1], self.features
-        params = {}
-        for k, name in zip(keys[:3], ("ir", "iz", "in")):
-            params[name] = dense_params(
-                k, n_in, n, self.kernel_init, self.bias_init, self.param_dtype
-            )
-        for k, name in zip(keys[3:], ("hr", "hz", "hn")):
+        layers = {
+            name: DenseLayer(n_in, n, self.kernel_init, self.bias_init)
+            for name in ("ir", "iz", "in")
+        }
+        for name in ("hr", "hz", "hn"):
             bias_init = self.bias_init if name == "hn" else None
-            params[name] = dense_params(
-                k, n, n, self.recurrent_kernel_init, bias_init, self.param_dtype
-            )
-        return params
+            layers[name] = DenseLayer(n, n, self.recurrent_kernel_init, bias_init)
+        return layers
+
+    def create_params(self, key, input_shape):
+        return create_dense_layers(key, self._layers(input_shape), self.param_dtype)
+
+    def _written_param_shapes(self, input_shape):
+        return dense_layer_shapes(self._layers(input_shape), self.param_dtype)
 
     def prepare(self, params):
         # The hidden side has one bias, on hn; fused() pads hr and hz with zero biases.
@@ -162,16 +171,21 @@ class MGUCell(RNNCellBase):
         """``h`` shaped ``(*batch, features)``; ``rng`` goes whole to ``carry_init``."""
         return _single_carry(self, rng, input_shape)
 
-    def create_params(self, key, input_shape):
-        k_if, k_in, k_hf, k_hn = jax.random.split(key, 4)
-        n_in, n, dtype = input_shape[-1], self.features, self.param_dtype
+    def _layers(self, input_shape):
+        n_in, n = input_shape[-1], self.features
         hn_bias = self.activation_bias_init if self.reset_gate else None
         return {
-            "if": dense_params(k_if, n_in, n, self.kernel_init, self.forget_bias_init, dtype),
-            "in": dense_params(k_in, n_in, n, self.kernel_init, self.activation_bias_init, dtype),
-            "hf": dense_params(k_hf, n, n, self.recurrent_kernel_init, None, dtype),
-            "hn": dense_params(k_hn, n, n, self.recurrent_kernel_init, hn_bias, dtype),
+            "if": DenseLayer(n_in, n, self.kernel_init, self.forget_bias_init),
+            "in": DenseLayer(n_in, n, self.kernel_init, self.activation_bias_init),
+            "hf": DenseLayer(n, n, self.recurrent_kernel_init, None),
+            "hn": DenseLayer(n, n, self.recurrent_kernel_init, hn_bias),
         }
+
+    def create_params(self, key, input_shape):
+        return create_dense_layers(key, self._layers(input_shape), self.param_dtype)
+
+    def _written_param_shapes(self, input_shape):
+        return dense_layer_shapes(self._layers(input_shape), self.param_dtype)
 
     def prepare(self, params):
         return fused(params, ("if", "in")), fused(params, ("hf", "hn"))

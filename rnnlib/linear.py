@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -39,6 +40,35 @@ def dense_params(key, in_features: int, features: int, kernel_init, bias_init, p
     if bias_init is not None:
         params["bias"] = bias_init(bias_key, (features,), param_dtype)
     return params
+
+
+class DenseLayer(NamedTuple):
+    """One dense layer of a cell: its kernel is ``(in_features, features)``; it has a
+    bias ``(features,)`` unless ``bias_init`` is None."""
+
+    in_features: int
+    features: int
+    kernel_init: Callable[..., Any]
+    bias_init: Callable[..., Any] | None
+
+
+def create_dense_layers(key, layers: dict[str, DenseLayer], param_dtype) -> dict:
+    """``{name: dense_params(...)}`` for every layer, each from its own split of ``key``
+    (in the table's order)."""
+    keys = jax.random.split(key, len(layers))
+    return {
+        name: dense_params(k, *layer, param_dtype) for k, (name, layer) in zip(keys, layers.items())
+    }
+
+
+def dense_layer_shapes(layers: dict[str, DenseLayer], param_dtype) -> dict:
+    """The tree ``create_dense_layers`` makes, with ``jax.ShapeDtypeStruct`` leaves."""
+    shapes = {}
+    for name, layer in layers.items():
+        shapes[name] = {"kernel": jax.ShapeDtypeStruct(layer[:2], param_dtype)}
+        if layer.bias_init is not None:
+            shapes[name]["bias"] = jax.ShapeDtypeStruct(layer[1:2], param_dtype)
+    return shapes
 
 
 def promote(*arrays, dtype=None):

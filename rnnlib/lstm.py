@@ -10,7 +10,14 @@ import jax
 import jax.numpy as jnp
 
 from rnnlib.cell_base import RNNCellBase, check_features
-from rnnlib.linear import affine, dense_params, fused, orthogonal
+from rnnlib.linear import (
+    DenseLayer,
+    affine,
+    create_dense_layers,
+    dense_layer_shapes,
+    fused,
+    orthogonal,
+)
 
 _INPUT = ("ii", "if", "ig", "io")
 _HIDDEN = ("hi", "hf", "hg", "ho")
@@ -83,24 +90,18 @@ class LSTMCell(RNNCellBase):
             self.carry_init(key_h, shape, self.param_dtype),
         )
 
+    def _layers(self, input_shape):
+        n_in, n = input_shape[-1], self.features
+        layers = {name: DenseLayer(n_in, n, self.kernel_init, None) for name in _INPUT}
+        for name in _HIDDEN:
+            layers[name] = DenseLayer(n, n, self.recurrent_kernel_init, self.bias_init)
+        return layers
+
     def create_params(self, key, input_shape):
-        in_features = input_shape[-1]
-        keys = jax.random.split(key, 8)
-        params = {}
-        for k, name in zip(keys[:4], _INPUT):
-            params[name] = dense_params(
-                k, in_features, self.features, self.kernel_init, None, self.param_dtype
-            )
-        for k, name in zip(keys[4:], _HIDDEN):
-            params[name] = dense_params(
-                k,
-                self.features,
-                self.features,
-                self.recurrent_kernel_init,
-                self.bias_init,
-                self.param_dtype,
-            )
-        return params
+        return create_dense_layers(key, self._layers(input_shape), self.param_dtype)
+
+    def _written_param_shapes(self, input_shape):
+        return dense_layer_shapes(self._layers(input_shape), self.param_dtype)
 
     def prepare(self, params):
         input_kernel, _ = fused(params, _INPUT)

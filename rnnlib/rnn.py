@@ -179,8 +179,7 @@ class RNN(Module):
         batch_dims, time_axis = split_axes(self.cell, inputs.shape, time_major, owner=self)
         steps = inputs.shape[time_axis]
         step_shape = inputs.shape[:time_axis] + inputs.shape[time_axis + 1 :]
-        expected = jax.eval_shape(lambda: self.cell.create_params(jax.random.key(0), step_shape))
-        check_params(self, params, {"cell": expected})
+        check_params(self, params, {"cell": self.cell.param_shapes(step_shape)})
         if seq_lengths is not None:
             seq_lengths = _check_seq_lengths(self, seq_lengths, batch_dims, steps)
 

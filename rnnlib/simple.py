@@ -10,7 +10,13 @@ import jax
 import jax.numpy as jnp
 
 from rnnlib.cell_base import RNNCellBase, check_features
-from rnnlib.linear import affine, dense_params, orthogonal
+from rnnlib.linear import (
+    DenseLayer,
+    affine,
+    create_dense_layers,
+    dense_layer_shapes,
+    orthogonal,
+)
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -65,26 +71,18 @@ class SimpleCell(RNNCellBase):
         shape = tuple(input_shape[:-1]) + (self.features,)
         return self.carry_init(rng, shape, self.param_dtype)
 
-    def create_params(self, key, input_shape):
-        key_i, key_h = jax.random.split(key)
+    def _layers(self, input_shape):
+        n_in, n = input_shape[-1], self.features
         return {
-            "i": dense_params(
-                key_i,
-                input_shape[-1],
-                self.features,
-                self.kernel_init,
-                self.bias_init,
-                self.param_dtype,
-            ),
-            "h": dense_params(
-                key_h,
-                self.features,
-                self.features,
-                self.recurrent_kernel_init,
-                None,
-                self.param_dtype,
-            ),
+            "i": DenseLayer(n_in, n, self.kernel_init, self.bias_init),
+            "h": DenseLayer(n, n, self.recurrent_kernel_init, None),
         }
+
+    def create_params(self, key, input_shape):
+        return create_dense_layers(key, self._layers(input_shape), self.param_dtype)
+
+    def _written_param_shapes(self, input_shape):
+        return dense_layer_shapes(self._layers(input_shape), self.param_dtype)
 
     def project_inputs(self, params, inputs):
         return affine(inputs, params["i"]["kernel"], params["i"]["bias"], dtype=self.dtype)

@@ -6,6 +6,9 @@ path is checked against the other, and the structure each promises (where the
 matmuls are, which convolutions the backward pass runs) is read off the jaxpr.
 """
 
+import functools
+from unittest import mock
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -190,3 +193,48 @@ def test_on_cpu_a_conv_lstm_trains_without_a_kernel_gradient_convolution():
     params_only = jax.make_jaxpr(jax.grad(lambda v: _loss(rnn.apply(v, x))))(variables).jaxpr
     inside, _ = _count(params_only, "conv_general_dilated")
     assert inside == (3 if jax.default_backend() == "cpu" else 5)
+
+
+def _tree_of_shapes(tree):
+    return jax.tree_util.tree_map(lambda leaf: (tuple(leaf.shape), jnp.dtype(leaf.dtype)), tree)
+
+
+KEY = jax.random.key(0)
+SHAPE_VARIANTS = [
+    {},
+    {"param_dtype": jnp.bfloat16},
+    {"param_dtype": jnp.complex64},
+    {"bias_init": None},
+    {"features": 7},
+]
+
+
+@pytest.mark.parametrize("variant", SHAPE_VARIANTS, ids=lambda v: ",".join(v) or "default")
+@pytest.mark.parametrize("cell_id", sorted(CELLS_BY_ID))
+def test_written_param_shapes_are_the_shapes_create_params_makes(cell_id, variant):
+    """The built-in cells write their parameter shapes out rather than tracing their
+    initializers; the two must agree for every cell and option."""
+    case = CELLS_BY_ID[cell_id]
+    if "bias_init" in variant and "ConvLSTMCell" in cell_id:
+        variant = {"use_bias": False}
+    if "bias_init" in variant and cell_id.startswith("MGUCell"):
+        variant = {"forget_bias_init": None, "activation_bias_init": None}
+    _, cell = case.twins(**variant)
+    for width in (1, 5):
+        step_shape = (2,) + case.feature_shape[:-1] + (width,)
+        traced = jax.eval_shape(functools.partial(cell.create_params, input_shape=step_shape), KEY)
+        with mock.patch("jax.eval_shape", side_effect=AssertionError("param_shapes traced")):
+            written = cell.param_shapes(step_shape)
+        assert _tree_of_shapes(written) == _tree_of_shapes(traced)
+
+
+def test_a_subclass_with_its_own_create_params_gets_traced_param_shapes():
+    class PeepholeLSTM(rnnlib.LSTMCell):
+        def create_params(self, key, input_shape):
+            params = super().create_params(key, input_shape)
+            params["peephole"] = {"kernel": jnp.zeros((self.features, 3 * self.features))}
+            return params
+
+    cell = PeepholeLSTM(features=4)
+    assert cell.param_shapes((2, 3))["peephole"]["kernel"].shape == (4, 12)
+    assert "peephole" not in rnnlib.LSTMCell(features=4).param_shapes((2, 3))
