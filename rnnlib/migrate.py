@@ -709,8 +709,16 @@ class _Checker:
         suggestion = f"{rnn_text}({cell_text}, ...)  # without cell_size"
         reason = None
         insert = []
+        legacy_cell = bool(cell_info) and cell_info[0] == "legacy"
         if family == "legacy":
             reason = _LEGACY_REASON
+        elif legacy_cell:
+            # A legacy cell takes no features, so the fixer cannot give it the width; the
+            # suggestion builds rnnlib's current cell instead.
+            reason = (
+                f"the cell is rnnlib.legacy's {cell_info[1]}, which takes no features; build "
+                f"the current cell with features={seg(size)} and drop cell_size"
+            )
         elif _has_star(call):
             reason = "the call unpacks *args or **kwargs"
         elif size_kw is None and len(call.args) > 2:
@@ -755,7 +763,8 @@ class _Checker:
                 if paren is not None:
                     more = ", " if cell_call.keywords else ""
                     # Legacy code is never fixed, but its cell_size is still the width.
-                    known = reason is None or (family == "legacy" and _is_int_like(size))
+                    legacy = family == "legacy" or legacy_cell
+                    known = reason is None or (legacy and _is_int_like(size))
                     hint = seg(size) if known else "<hidden size>"
                     insert = [(paren + 1, paren + 1, f"features={hint}{more}")]
             # Legacy classes take no features: the suggestion names rnnlib's own classes,

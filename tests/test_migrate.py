@@ -1033,3 +1033,23 @@ def test_rewritten_call_gives_the_old_carry_whatever_the_placeholder(cell, place
     new = getattr(nn, cell)(features=5, carry_init=init).initialize_carry(rng, (2, 3, placeholder))
     jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=0, atol=0), old, new)
     assert jax.tree_util.tree_structure(old) == jax.tree_util.tree_structure(new)
+
+
+def test_a_flax_rnn_around_a_legacy_cell_is_shown_the_current_cell_and_left_unfixed(
+    tmp_path, capsys
+):
+    """A legacy cell takes no features, so ``--fix`` cannot move cell_size into it: the
+    suggestion builds rnnlib's current cell, and the file is left as it was."""
+    source = (
+        "import flax.linen as nn\nfrom rnnlib import legacy\n"
+        "rnn = nn.RNN(legacy.LSTMCell(), cell_size=4)\n"
+    )
+    path = write(tmp_path / "mixed.py", source)
+    code, report = run_json([path, "--fix"], capsys)
+    findings = {f["code"]: f for f in report["findings"]}
+    assert code == 1 and sorted(findings) == ["MIG002", "MIG003"]
+    assert not findings["MIG002"]["fixable"] and not findings["MIG003"]["fixable"]
+    assert "takes no features" in findings["MIG002"]["reason"]
+    assert "rnnlib.LSTMCell(features=4)" in findings["MIG002"]["suggestion"]
+    assert "cell_size" not in findings["MIG002"]["suggestion"].split("#")[0]
+    assert path.read_text() == source
