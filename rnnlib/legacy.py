@@ -220,6 +220,13 @@ class _LegacyCell(Module):
                 ) from error
 
 
+def _with_features(cell: _LegacyCell, new_class, features: int) -> rnnlib.RNNCellBase:
+    """``new_class(features=features, ...)`` with every field of the legacy dense ``cell``:
+    their fields are the new cells' fields, less ``features``."""
+    fields = {f.name: getattr(cell, f.name) for f in dataclasses.fields(cell)}
+    return new_class(features=features, **fields)
+
+
 def _pair_features(cell: _LegacyCell, carry) -> int:
     """The width of an LSTM carry ``(c, h)``: the last axis of ``h``, as 0.6.11 read it."""
     if not isinstance(carry, (tuple, list)) or len(carry) != 2:
@@ -283,16 +290,7 @@ class LSTMCell(_LegacyCell):
     _NEW = rnnlib.LSTMCell
 
     def new_cell(self, features):
-        return self._NEW(
-            features=features,
-            gate_fn=self.gate_fn,
-            activation_fn=self.activation_fn,
-            kernel_init=self.kernel_init,
-            recurrent_kernel_init=self.recurrent_kernel_init,
-            bias_init=self.bias_init,
-            dtype=self.dtype,
-            param_dtype=self.param_dtype,
-        )
+        return _with_features(self, self._NEW, features)
 
     def _carry_features(self, carry):
         return _pair_features(self, carry)
@@ -353,16 +351,7 @@ class GRUCell(_LegacyCell):
     param_dtype: Any = jnp.float32
 
     def new_cell(self, features):
-        return rnnlib.GRUCell(
-            features=features,
-            gate_fn=self.gate_fn,
-            activation_fn=self.activation_fn,
-            kernel_init=self.kernel_init,
-            recurrent_kernel_init=self.recurrent_kernel_init,
-            bias_init=self.bias_init,
-            dtype=self.dtype,
-            param_dtype=self.param_dtype,
-        )
+        return _with_features(self, rnnlib.GRUCell, features)
 
     def _carry_features(self, carry):
         if isinstance(carry, (tuple, list, Mapping)):
