@@ -65,9 +65,10 @@ def dense_layer_shapes(layers: dict[str, DenseLayer], param_dtype) -> dict:
     """The tree ``create_dense_layers`` makes, with ``jax.ShapeDtypeStruct`` leaves."""
     shapes = {}
     for name, layer in layers.items():
-        shapes[name] = {"kernel": jax.ShapeDtypeStruct(layer[:2], param_dtype)}
+        kernel = (layer.in_features, layer.features)
+        shapes[name] = {"kernel": jax.ShapeDtypeStruct(kernel, param_dtype)}
         if layer.bias_init is not None:
-            shapes[name]["bias"] = jax.ShapeDtypeStruct(layer[1:2], param_dtype)
+            shapes[name]["bias"] = jax.ShapeDtypeStruct((layer.features,), param_dtype)
     return shapes
 
 
