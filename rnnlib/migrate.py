@@ -828,9 +828,11 @@ class _Checker:
             rnn = rnn_findings[id(parent)]
             if _cell_arg(parent) is call:
                 partner = rnn
-        if partner is not None and partner.fixable:
+        size = None
+        if partner is not None:
             size = _keyword(parent, "cell_size")
             size = size.value if size is not None else parent.args[1]
+        if partner is not None and partner.fixable:
             finding = self._add(
                 call,
                 "MIG003",
@@ -848,11 +850,13 @@ class _Checker:
             reason = f"the width of the scanned {name} is not written here"
         else:
             reason = "the width of the carry is not written in this call"
+        # The RNN's cell_size, when it is there and could be an int, is the width to give.
+        hint = self.src.segment(size) if size is not None and _is_int_like(size) else None
         self._add(
             call,
             "MIG003",
             message,
-            self._cell_with_features(call, "<hidden size>", True),
+            self._cell_with_features(call, hint or "<hidden size>", True),
             reason=reason,
         )
 

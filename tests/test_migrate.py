@@ -1052,4 +1052,5 @@ def test_a_flax_rnn_around_a_legacy_cell_is_shown_the_current_cell_and_left_unfi
     assert "takes no features" in findings["MIG002"]["reason"]
     assert "rnnlib.LSTMCell(features=4)" in findings["MIG002"]["suggestion"]
     assert "cell_size" not in findings["MIG002"]["suggestion"].split("#")[0]
+    assert findings["MIG003"]["suggestion"] == "rnnlib.LSTMCell(features=4)"
     assert path.read_text() == source
