@@ -113,20 +113,25 @@ class ConvLSTMCell(RNNCellBase):
         }
 
     def _written_param_shapes(self, input_shape):
-        shapes = {}
-        for name, in_channels in (("ih", input_shape[-1]), ("hh", self.features)):
-            kernel = self.kernel_size + (in_channels, 4 * self.features)
-            shapes[name] = {"kernel": jax.ShapeDtypeStruct(kernel, self.param_dtype)}
-            if self.use_bias:
-                shapes[name]["bias"] = jax.ShapeDtypeStruct((4 * self.features,), self.param_dtype)
+        return {"ih": self._conv_shapes(input_shape[-1]), "hh": self._conv_shapes(self.features)}
+
+    def _conv_shapes(self, in_channels):
+        """One convolution's parameter shapes: ``kernel`` and, with ``use_bias``, ``bias``."""
+        out, dtype = 4 * self.features, self.param_dtype
+        shapes = {"kernel": jax.ShapeDtypeStruct(self.kernel_size + (in_channels, out), dtype)}
+        if self.use_bias:
+            shapes["bias"] = jax.ShapeDtypeStruct((out,), dtype)
         return shapes
 
     def _conv_params(self, key, in_channels):
         key_kernel, key_bias = jax.random.split(key)
-        shape = self.kernel_size + (in_channels, 4 * self.features)
-        params = {"kernel": jax.nn.initializers.lecun_normal()(key_kernel, shape, self.param_dtype)}
-        if self.use_bias:
-            params["bias"] = jnp.zeros((4 * self.features,), self.param_dtype)
+        shapes = self._conv_shapes(in_channels)
+        kernel = shapes["kernel"]
+        params = {
+            "kernel": jax.nn.initializers.lecun_normal()(key_kernel, kernel.shape, kernel.dtype)
+        }
+        if "bias" in shapes:
+            params["bias"] = jnp.zeros(shapes["bias"].shape, shapes["bias"].dtype)
         return params
 
     def _conv(self, layer, x):

@@ -331,6 +331,11 @@ class _Names:
         return found[0] if found and found[1] == "RNN" else None
 
 
+def _current_name(name: str) -> str:
+    """The current API's name for cell class `name`: Flax 0.6's `ConvLSTM` is `ConvLSTMCell`."""
+    return "ConvLSTMCell" if name == "ConvLSTM" else name
+
+
 def _family(qualname: str | None) -> tuple[str, str] | None:
     if not qualname:
         return None
@@ -537,7 +542,7 @@ class _Checker:
             return
         family, name = cell or scanned
         spelled = self.src.segment(owner)
-        new_name = "ConvLSTMCell" if name == "ConvLSTM" else name
+        new_name = _current_name(name)
         new_spelled = spelled
         if family == "legacy":
             # A legacy class takes no features: the new call is on rnnlib's own cell, the
@@ -793,7 +798,7 @@ class _Checker:
         """How the current API spells the class `func` names: rnnlib's own for a legacy one."""
         found = _family(self.names.qualname(func))
         if found and found[0] == "legacy":
-            return f"rnnlib.{'ConvLSTMCell' if found[1] == 'ConvLSTM' else found[1]}"
+            return f"rnnlib.{_current_name(found[1])}"
         return self.src.segment(func)
 
     def _cell_with_features(self, cell_call, size_src, featureless) -> str:
