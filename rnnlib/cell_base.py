@@ -17,7 +17,8 @@ Writing a cell means implementing:
 - ``project_inputs(weights, inputs)``: the part of a step that does not depend on the
   carry (default: none). ``RNN`` applies it either inside the loop, one step at a time,
   or to every time step in one batched call before the loop (``RNN.hoist_inputs``),
-  so it must accept any number of leading axes;
+  so it must accept any number of leading axes (it may return a pytree of arrays,
+  each with those leading axes; ``LSTMCell`` returns one array per gate for large inputs);
 - ``step(weights, carry, projected)``: the rest of the step, returning ``(carry, y)``.
 """
 

@@ -309,7 +309,8 @@ class LSTMCell(_LegacyCell):
 @dataclasses.dataclass(frozen=True, repr=False)
 class OptimizedLSTMCell(LSTMCell):
     """The Flax 0.6.11 ``OptimizedLSTMCell``: the same fields, parameters and numbers as
-    :class:`LSTMCell` (0.6.11 fused the gate matmuls; rnnlib's cells always do).
+    :class:`LSTMCell` (0.6.11 fused the gate matmuls, as rnnlib's cells do; see
+    ``rnnlib.LSTMCell.separate_gates`` for the one exception).
 
     Old API: ``OptimizedLSTMCell()`` and the static
     ``OptimizedLSTMCell.initialize_carry(rng, batch_dims, size)``.

@@ -219,8 +219,9 @@ def _scan(cell, weights, carry, inputs, seq_lengths, unroll, hoist):
     ``O(batch x features)`` select per step, instead of stacking every step's carry
     and gathering afterwards.
     """
+    steps = inputs.shape[0]
     if hoist:
-        inputs = cell.project_inputs(weights, inputs)
+        inputs = cell.project_inputs(weights, inputs)  # may be a pytree (LSTMCell: per gate)
 
     def step(carry, x):
         return cell.step(weights, carry, x if hoist else cell.project_inputs(weights, x))
@@ -238,7 +239,7 @@ def _scan(cell, weights, carry, inputs, seq_lengths, unroll, hoist):
         kept = jax.tree_util.tree_map(lambda new, old: _where(valid, new, old), running, kept)
         return (running, kept), y
 
-    times = jnp.arange(inputs.shape[0])
+    times = jnp.arange(steps)
     (_, kept), outputs = jax.lax.scan(body, (carry, carry), (inputs, times), unroll=unroll)
     return kept, outputs
 
@@ -256,7 +257,7 @@ def _promote_carry(cell, step, carry, inputs):
     bfloat16 returns a bfloat16 carry. The carry is cast to what a step returns
     until a step returns what it was given (one or two rounds in practice).
     """
-    x = jax.ShapeDtypeStruct(inputs.shape[1:], inputs.dtype)
+    x = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape[1:], a.dtype), inputs)
     for _ in range(4):
         out = jax.eval_shape(lambda c, x: step(c, x)[0], carry, x)
         dtypes = [o.dtype for o in jax.tree_util.tree_leaves(out)]

@@ -9,12 +9,14 @@ matmuls are, which convolutions the backward pass runs) is read off the jaxpr.
 import functools
 from unittest import mock
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import rnnlib
+import rnnlib.lstm
 from rnnlib.linear import _conv, _conv_filter_grad_by_patches, conv
 from tests.parity_helpers import CELLS_BY_ID, random_array, random_lengths, sequence_input
 
@@ -238,3 +240,98 @@ def test_a_subclass_with_its_own_create_params_gets_traced_param_shapes():
     cell = PeepholeLSTM(features=4)
     assert cell.param_shapes((2, 3))["peephole"]["kernel"].shape == (4, 12)
     assert "peephole" not in rnnlib.LSTMCell(features=4).param_shapes((2, 3))
+
+
+# ---------------------------------------------------------------------------
+# LSTMCell's per-gate matmuls at large sizes on CPU
+
+LSTM_IDS = ["LSTMCell", "OptimizedLSTMCell", "LSTMCell-custom_fns"]
+ON_CPU = jax.default_backend() == "cpu"
+
+
+def _lstm_outputs(cell, variables, x, lengths, hoist):
+    rnn = rnnlib.RNN(cell, return_carry=True, hoist_inputs=hoist)
+
+    def loss(variables, x):
+        return _loss(rnn.apply(variables, x, seq_lengths=lengths))
+
+    outputs = jax.jit(rnn.apply)(variables, x, seq_lengths=lengths)
+    return outputs, jax.jit(jax.grad(loss, argnums=(0, 1)))(variables, x)
+
+
+@pytest.mark.skipif(not ON_CPU, reason="the per-gate form is chosen on CPU only")
+@pytest.mark.parametrize("hoist", [False, True], ids=["in-loop", "hoisted"])
+@pytest.mark.parametrize("batch", [(3,), (2, 3)], ids=["batch", "batch2x3"])
+@pytest.mark.parametrize("cell_id", LSTM_IDS)
+def test_per_gate_and_fused_lstm_matmuls_give_the_same_outputs_carry_and_gradients(
+    cell_id, batch, hoist
+):
+    _, cell = CELLS_BY_ID[cell_id].twins()
+    x = sequence_input(0, batch, TIME, (3,))
+    lengths = random_lengths(1, batch, TIME, minimum=0)
+    variables = rnnlib.RNN(cell).init(jax.random.key(0), x)
+    fused = _lstm_outputs(cell, variables, x, lengths, hoist)
+    with mock.patch.object(rnnlib.lstm, "SEPARATE_GATES_MIN_SIZE", 1):
+        assert cell.separate_gates(x.shape)
+        per_gate = _lstm_outputs(cell, variables, x, lengths, hoist)
+    _close(per_gate, fused, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(not ON_CPU, reason="the per-gate form is chosen on CPU only")
+@pytest.mark.parametrize(
+    "fields, dtype, tolerance",
+    [
+        ({"bias_init": None}, jnp.float32, {}),
+        ({"dtype": jnp.bfloat16}, jnp.float32, dict(rtol=2e-2, atol=2e-2)),
+        ({}, jnp.complex64, {}),
+    ],
+    ids=["no-bias", "bfloat16", "complex64"],
+)
+def test_per_gate_lstm_keeps_dtypes_and_missing_biases(fields, dtype, tolerance):
+    cell = rnnlib.LSTMCell(features=4, **fields)
+    x = random_array(0, (2, TIME, 3), dtype)
+    variables = rnnlib.RNN(cell).init(jax.random.key(0), x.real)
+    fused = rnnlib.RNN(cell).apply(variables, x)
+    with mock.patch.object(rnnlib.lstm, "SEPARATE_GATES_MIN_SIZE", 1):
+        per_gate = rnnlib.RNN(cell).apply(variables, x)
+    assert per_gate.dtype == fused.dtype
+    as_complex = functools.partial(jnp.asarray, dtype=jnp.complex64)
+    _close(as_complex(per_gate), as_complex(fused), **tolerance)
+
+
+@pytest.mark.parametrize(
+    "batch, hoist, inside, outside",
+    [
+        (255, False, 2, 0),  # 255 x 512 rows x features: fused, both matmuls in the loop
+        (256, False, 8, 0),  # 256 x 512 = 2**17: one matmul per gate and side
+        (256, True, 4, 4),  # hoisted: four input matmuls before the loop
+        (8, True, 1, 4),  # hoisted over 64 x 8 rows: per gate before, fused in the loop
+    ],
+)
+def test_lstm_matmuls_run_per_gate_from_two_to_the_17_rows_times_features_on_cpu(
+    batch, hoist, inside, outside
+):
+    rnn = rnnlib.RNN(rnnlib.LSTMCell(features=512), hoist_inputs=hoist)
+    x = jax.ShapeDtypeStruct((batch, 64, 16), jnp.float32)
+    variables = jax.eval_shape(rnn.init, jax.random.key(0), x)
+    jaxpr = jax.make_jaxpr(rnn.apply)(variables, x).jaxpr
+    if not ON_CPU:
+        inside, outside = (1, 1) if hoist else (2, 0)
+    assert _count(jaxpr, "dot_general") == (inside, outside)
+
+
+def test_a_large_per_gate_lstm_matches_flax_in_value_and_gradient():
+    """No patched threshold: 256 x 512 takes the per-gate form on CPU (the fused one
+    elsewhere), and both must equal flax.linen's LSTM."""
+    flax_rnn, rnn = (lib.RNN(lib.LSTMCell(features=512)) for lib in (nn, rnnlib))
+    x = random_array(0, (256, 2, 8), jnp.float32)
+    variables = flax_rnn.init(jax.random.key(0), x)
+    assert rnnlib.LSTMCell(features=512).separate_gates((256, 8)) == ON_CPU
+
+    def value_and_grad(rnn):
+        def loss(v, x):
+            return _loss(rnn.apply(v, x))
+
+        return jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))(variables, x)
+
+    _close(value_and_grad(rnn), value_and_grad(flax_rnn), rtol=1e-4, atol=1e-4)
