@@ -135,11 +135,12 @@ class LSTMCell(RNNCellBase):
         faster once ``rows * features`` reached ``2**17`` (``SEPARATE_GATES_MIN_SIZE``):
         2-6% at 512 features and batch 256, 7-8% at batch 512, 18% at 1024 features and
         batch 256. Around ``2**16`` the two were within 4% of each other, and below it
-        the fused form won (at 256 features and batch 64 by 1% with 256 input features and
-        by about 25% with 128; by 35-40% at 32 features and batch 8). In a micro-benchmark the difference came from the kernel
-        gradient ``h.T @ d_gates``, which XLA:CPU computes more slowly for one wide
-        kernel than for four narrow ones, at every step of the backward loop. GPUs and
-        TPUs always get the fused form.
+        the fused form won (at 256 features and batch 64 by 1% with 256 input features
+        and by about 25% with 128; by 35-40% at 32 features and batch 8). In a
+        micro-benchmark the difference came from the kernel gradient ``h.T @ d_gates``,
+        which XLA:CPU computes more slowly for one wide kernel than for four narrow
+        ones, at every step of the backward loop. GPUs and TPUs always get the fused
+        form.
         """
         rows = math.prod(shape[:-1])
         return jax.default_backend() == "cpu" and rows * self.features >= SEPARATE_GATES_MIN_SIZE

@@ -54,6 +54,18 @@ def _count(jaxpr, name):
     return sum(hits), len(hits) - sum(hits)
 
 
+def _outputs_and_gradients(cell, variables, x, lengths, hoist):
+    """``((carry, outputs), gradients of _loss wrt (variables, x))`` of a jitted RNN of
+    ``cell`` with ``seq_lengths=lengths``, its projection hoisted or not."""
+    rnn = rnnlib.RNN(cell, return_carry=True, hoist_inputs=hoist)
+
+    def loss(variables, x):
+        return _loss(rnn.apply(variables, x, seq_lengths=lengths))
+
+    outputs = jax.jit(rnn.apply)(variables, x, seq_lengths=lengths)
+    return outputs, jax.jit(jax.grad(loss, argnums=(0, 1)))(variables, x)
+
+
 @pytest.mark.parametrize("cell_id", CELL_IDS)
 def test_hoisted_and_in_loop_projections_give_the_same_outputs_carry_and_gradients(cell_id):
     case = CELLS_BY_ID[cell_id]
@@ -61,17 +73,8 @@ def test_hoisted_and_in_loop_projections_give_the_same_outputs_carry_and_gradien
     x = sequence_input(0, (3,), TIME, case.feature_shape)
     lengths = random_lengths(1, (3,), TIME, minimum=0)
     variables = rnnlib.RNN(cell).init(jax.random.key(0), x)
-
-    def run(hoist):
-        rnn = rnnlib.RNN(cell, return_carry=True, hoist_inputs=hoist)
-
-        def loss(variables, x):
-            return _loss(rnn.apply(variables, x, seq_lengths=lengths))
-
-        outputs = jax.jit(rnn.apply)(variables, x, seq_lengths=lengths)
-        return outputs, jax.jit(jax.grad(loss, argnums=(0, 1)))(variables, x)
-
-    _close(run(True), run(False), rtol=1e-5, atol=1e-5)
+    run = functools.partial(_outputs_and_gradients, cell, variables, x, lengths)
+    _close(run(hoist=True), run(hoist=False), rtol=1e-5, atol=1e-5)
 
 
 def test_both_paths_keep_complex_inputs_complex():
@@ -248,16 +251,6 @@ def test_a_subclass_with_its_own_create_params_gets_traced_param_shapes():
 ON_CPU = jax.default_backend() == "cpu"
 
 
-def _lstm_outputs(cell, variables, x, lengths, hoist):
-    rnn = rnnlib.RNN(cell, return_carry=True, hoist_inputs=hoist)
-
-    def loss(variables, x):
-        return _loss(rnn.apply(variables, x, seq_lengths=lengths))
-
-    outputs = jax.jit(rnn.apply)(variables, x, seq_lengths=lengths)
-    return outputs, jax.jit(jax.grad(loss, argnums=(0, 1)))(variables, x)
-
-
 @pytest.mark.skipif(not ON_CPU, reason="the per-gate form is chosen on CPU only")
 @pytest.mark.parametrize(
     "cell_id, batch, hoist",
@@ -274,10 +267,10 @@ def test_per_gate_and_fused_lstm_matmuls_give_the_same_outputs_carry_and_gradien
     x = sequence_input(0, batch, TIME, (3,))
     lengths = random_lengths(1, batch, TIME, minimum=0)
     variables = rnnlib.RNN(cell).init(jax.random.key(0), x)
-    fused = _lstm_outputs(cell, variables, x, lengths, hoist)
+    fused = _outputs_and_gradients(cell, variables, x, lengths, hoist)
     with mock.patch.object(rnnlib.lstm, "SEPARATE_GATES_MIN_SIZE", 1):
         assert cell.separate_gates(x.shape)
-        per_gate = _lstm_outputs(cell, variables, x, lengths, hoist)
+        per_gate = _outputs_and_gradients(cell, variables, x, lengths, hoist)
     _close(per_gate, fused, rtol=1e-5, atol=1e-5)
 
 
