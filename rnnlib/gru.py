@@ -12,12 +12,20 @@ import jax.numpy as jnp
 from rnnlib.cell_base import RNNCellBase, check_features
 from rnnlib.linear import (
     DenseLayer,
-    affine,
     create_dense_layers,
     dense_layer_shapes,
-    fused,
+    gate_layers,
+    gates_affine,
     orthogonal,
+    per_gate_gradient,
 )
+
+
+def _gates(cell, x, layers):
+    """All gates of one side in one matmul; on CPU, for large inputs, differentiated
+    gate by gate (``rnnlib.linear.per_gate_gradient`` says why)."""
+    per_gate = per_gate_gradient(x.shape, cell.features)
+    return gates_affine(x, layers, dtype=cell.dtype, per_gate=per_gate)
 
 
 def _single_carry(cell, rng, input_shape):
@@ -96,16 +104,14 @@ class GRUCell(RNNCellBase):
 
     def prepare(self, params):
         # The hidden side has one bias, on hn; fused() pads hr and hz with zero biases.
-        return fused(params, ("ir", "iz", "in")), fused(params, ("hr", "hz", "hn"))
+        return gate_layers(params, ("ir", "iz", "in")), gate_layers(params, ("hr", "hz", "hn"))
 
     def project_inputs(self, weights, inputs):
-        (kernel, bias), _ = weights
-        return affine(inputs, kernel, bias, dtype=self.dtype)
+        return _gates(self, inputs, weights[0])
 
     def step(self, weights, h, projected):
-        _, (kernel, bias) = weights
         x_r, x_z, x_n = jnp.split(projected, 3, axis=-1)
-        h_r, h_z, h_n = jnp.split(affine(h, kernel, bias, dtype=self.dtype), 3, axis=-1)
+        h_r, h_z, h_n = jnp.split(_gates(self, h, weights[1]), 3, axis=-1)
         r = self.gate_fn(x_r + h_r)
         z = self.gate_fn(x_z + h_z)
         n = self.activation_fn(x_n + r * h_n)
@@ -188,16 +194,14 @@ class MGUCell(RNNCellBase):
         return dense_layer_shapes(self._layers(input_shape), self.param_dtype)
 
     def prepare(self, params):
-        return fused(params, ("if", "in")), fused(params, ("hf", "hn"))
+        return gate_layers(params, ("if", "in")), gate_layers(params, ("hf", "hn"))
 
     def project_inputs(self, weights, inputs):
-        (kernel, bias), _ = weights
-        return affine(inputs, kernel, bias, dtype=self.dtype)
+        return _gates(self, inputs, weights[0])
 
     def step(self, weights, h, projected):
-        _, (kernel, bias) = weights
         x_f, x_n = jnp.split(projected, 2, axis=-1)
-        h_f, h_n = jnp.split(affine(h, kernel, bias, dtype=self.dtype), 2, axis=-1)
+        h_f, h_n = jnp.split(_gates(self, h, weights[1]), 2, axis=-1)
         f = self.gate_fn(x_f + h_f)
         if self.reset_gate:
             h_n = f * h_n

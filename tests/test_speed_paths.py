@@ -332,3 +332,93 @@ def test_a_large_per_gate_lstm_matches_flax_in_value_and_gradient():
         return jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))(variables, x)
 
     _close(value_and_grad(rnn), value_and_grad(flax_rnn), rtol=1e-4, atol=1e-4)
+
+
+def _derivatives(cell, variables, x, lengths, hoist):
+    """Outputs and gradients (``_outputs_and_gradients``), plus a forward-mode
+    derivative and a Hessian-vector product with respect to the parameters."""
+    rnn = rnnlib.RNN(cell, return_carry=True, hoist_inputs=hoist)
+
+    def loss(variables):
+        return _loss(rnn.apply(variables, x, seq_lengths=lengths))
+
+    direction = jax.tree_util.tree_map(
+        lambda a: jnp.cos(jnp.arange(a.size)).reshape(a.shape), variables
+    )
+
+    def forward(v):
+        return jax.jvp(loss, (v,), (direction,))[1]
+
+    # Reverse over forward: the Hessian-vector product differentiates the JVP again.
+    derivatives = jax.jit(jax.value_and_grad(forward))(variables)
+    return _outputs_and_gradients(cell, variables, x, lengths, hoist), derivatives
+
+
+@pytest.mark.parametrize(
+    "cell_id, hoist",
+    [
+        ("GRUCell", False),
+        ("MGUCell-no_reset_gate", True),
+        ("LSTMCell", False),
+    ],
+)
+def test_per_gate_and_fused_gradients_agree_to_the_second_order(cell_id, hoist):
+    """The per-gate derivative rule against plain differentiation of the fused matmul:
+    outputs, carry, gradients (parameters and inputs), a JVP and a Hessian-vector
+    product, with sequences of different lengths."""
+    _, cell = CELLS_BY_ID[cell_id].twins()
+    batch = (2, 3)
+    x = sequence_input(0, batch, TIME, (3,))
+    lengths = random_lengths(1, batch, TIME, minimum=0)
+    variables = rnnlib.RNN(cell).init(jax.random.key(0), x)
+    fused = _derivatives(cell, variables, x, lengths, hoist)
+    with mock.patch.object(rnnlib.linear, "PER_GATE_GRADIENT_MIN_SIZE", 1):
+        assert rnnlib.linear.per_gate_gradient(x.shape, cell.features) == ON_CPU
+        per_gate = _derivatives(cell, variables, x, lengths, hoist)
+    _close(per_gate, fused, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("cell_name", ["GRUCell", "LSTMCell"])
+def test_a_per_gate_gradient_cell_matches_flax_in_value_and_gradient(cell_name):
+    """No patched threshold: 128 rows x 128 features = 2**14 takes the per-gate
+    gradient on CPU, and must equal flax.linen in value and gradient."""
+    flax_rnn, rnn = (lib.RNN(getattr(lib, cell_name)(features=128)) for lib in (nn, rnnlib))
+    x = random_array(0, (128, 2, 3), jnp.float32)
+    variables = flax_rnn.init(jax.random.key(0), x)
+    assert rnnlib.linear.per_gate_gradient((128, 3), 128) == ON_CPU
+    assert not rnnlib.linear.per_gate_gradient((127, 3), 128)
+
+    def value_and_grad(rnn):
+        def loss(v, x):
+            return _loss(rnn.apply(v, x))
+
+        return jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))(variables, x)
+
+    _close(value_and_grad(rnn), value_and_grad(flax_rnn), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "cell_name, batch, backward",
+    [
+        # per step of the backward loop: dh (1) + each kernel's gradient, fused (1 per side)
+        # or per gate (3 per side for a GRU; an LSTM's input side stays fused)
+        ("GRUCell", 127, 3),
+        ("GRUCell", 128, 7),
+        ("LSTMCell", 127, 3),
+        ("LSTMCell", 128, 6),
+    ],
+)
+def test_the_kernel_gradients_are_taken_per_gate_from_two_to_the_14_on_cpu(
+    cell_name, batch, backward
+):
+    rnn = rnnlib.RNN(getattr(rnnlib, cell_name)(features=128))
+    x = jax.ShapeDtypeStruct((batch, 4, 8), jnp.float32)
+    variables = jax.eval_shape(rnn.init, jax.random.key(0), x)
+
+    def loss(v):
+        return jnp.sum(rnn.apply(v, jnp.ones(x.shape)))
+
+    jaxpr = jax.make_jaxpr(jax.grad(loss))(variables).jaxpr
+    if not ON_CPU:
+        backward = 3
+    assert _count(jaxpr, "dot_general") == (2 + backward, 0)
