@@ -335,23 +335,28 @@ def test_a_large_per_gate_lstm_matches_flax_in_value_and_gradient():
 
 
 def _derivatives(cell, variables, x, lengths, hoist):
-    """Outputs and gradients (``_outputs_and_gradients``), plus a forward-mode
-    derivative and a Hessian-vector product with respect to the parameters."""
+    """Outputs and carry; the gradient of a loss with respect to the variables and the
+    inputs; a JVP and a Hessian-vector product (reverse over forward, so the JVP is
+    differentiated again) with respect to the variables. One jitted program."""
     rnn = rnnlib.RNN(cell, return_carry=True, hoist_inputs=hoist)
-
-    def loss(variables):
-        return _loss(rnn.apply(variables, x, seq_lengths=lengths))
-
     direction = jax.tree_util.tree_map(
         lambda a: jnp.cos(jnp.arange(a.size)).reshape(a.shape), variables
     )
 
-    def forward(v):
-        return jax.jvp(loss, (v,), (direction,))[1]
+    def loss(variables, x):
+        return _loss(rnn.apply(variables, x, seq_lengths=lengths))
 
-    # Reverse over forward: the Hessian-vector product differentiates the JVP again.
-    derivatives = jax.jit(jax.value_and_grad(forward))(variables)
-    return _outputs_and_gradients(cell, variables, x, lengths, hoist), derivatives
+    def forward(variables):
+        return jax.jvp(lambda v: loss(v, x), (variables,), (direction,))[1]
+
+    def everything(variables, x):
+        return (
+            rnn.apply(variables, x, seq_lengths=lengths),
+            jax.grad(loss, argnums=(0, 1))(variables, x),
+            jax.value_and_grad(forward)(variables),
+        )
+
+    return jax.jit(everything)(variables, x)
 
 
 @pytest.mark.parametrize(
