@@ -170,7 +170,8 @@ def gates_affine(x, layers: GateLayers, dtype=None, per_gate: bool = False):
     is taken gate by gate (``x.T @ d_gate`` for each kernel) from ``layers.kernels``
     and ``layers.biases``, never through the fused arrays (``per_gate_gradient`` says
     when that pays). Either way the derivative with respect to ``x`` is one fused
-    matmul, and derivatives of every order are exact.
+    matmul, and derivatives of every order equal those of the fused map (the rule's
+    own tangent is differentiable again, so Hessians come out right too).
     """
     if not per_gate:
         return affine(x, layers.kernel, layers.bias, dtype=dtype)
