@@ -17,15 +17,7 @@ from rnnlib.linear import (
     gate_layers,
     gates_affine,
     orthogonal,
-    per_gate_gradient,
 )
-
-
-def _gates(cell, x, layers):
-    """All gates of one side in one matmul; on CPU, for large inputs, differentiated
-    gate by gate (``rnnlib.linear.per_gate_gradient`` says why)."""
-    per_gate = per_gate_gradient(x.shape, cell.features)
-    return gates_affine(x, layers, dtype=cell.dtype, per_gate=per_gate)
 
 
 def _single_carry(cell, rng, input_shape):
@@ -107,11 +99,11 @@ class GRUCell(RNNCellBase):
         return gate_layers(params, ("ir", "iz", "in")), gate_layers(params, ("hr", "hz", "hn"))
 
     def project_inputs(self, weights, inputs):
-        return _gates(self, inputs, weights[0])
+        return gates_affine(inputs, weights[0], dtype=self.dtype)
 
     def step(self, weights, h, projected):
         x_r, x_z, x_n = jnp.split(projected, 3, axis=-1)
-        h_r, h_z, h_n = jnp.split(_gates(self, h, weights[1]), 3, axis=-1)
+        h_r, h_z, h_n = jnp.split(gates_affine(h, weights[1], dtype=self.dtype), 3, axis=-1)
         r = self.gate_fn(x_r + h_r)
         z = self.gate_fn(x_z + h_z)
         n = self.activation_fn(x_n + r * h_n)
@@ -197,11 +189,11 @@ class MGUCell(RNNCellBase):
         return gate_layers(params, ("if", "in")), gate_layers(params, ("hf", "hn"))
 
     def project_inputs(self, weights, inputs):
-        return _gates(self, inputs, weights[0])
+        return gates_affine(inputs, weights[0], dtype=self.dtype)
 
     def step(self, weights, h, projected):
         x_f, x_n = jnp.split(projected, 2, axis=-1)
-        h_f, h_n = jnp.split(_gates(self, h, weights[1]), 2, axis=-1)
+        h_f, h_n = jnp.split(gates_affine(h, weights[1], dtype=self.dtype), 2, axis=-1)
         f = self.gate_fn(x_f + h_f)
         if self.reset_gate:
             h_n = f * h_n

@@ -115,8 +115,9 @@ class GateLayers(NamedTuple):
 
     ``kernel`` and ``bias`` are ``fused(params, names)``; ``kernels`` and ``biases``
     are the layers themselves (a bias is None where its layer has none). The fused
-    pair computes the value, and ``gates_affine`` can take the derivative from the
-    per-gate pair instead.
+    pair computes the value in ``gates_affine``, which can take the derivative from
+    the per-gate pair instead; ``separate_affines`` computes each gate from its own.
+    Under ``jit`` whichever form goes unused is never computed.
     """
 
     kernel: Any
@@ -163,16 +164,19 @@ def per_gate_gradient(shape, features: int) -> bool:
     return jax.default_backend() == "cpu" and rows * features >= PER_GATE_GRADIENT_MIN_SIZE
 
 
-def gates_affine(x, layers: GateLayers, dtype=None, per_gate: bool = False):
+def gates_affine(x, layers: GateLayers, dtype=None, per_gate: bool | None = None):
     """``x @ layers.kernel + layers.bias``: every gate's affine map in one matmul.
 
     With ``per_gate``, the same value, but its derivative with respect to the layers
     is taken gate by gate (``x.T @ d_gate`` for each kernel) from ``layers.kernels``
-    and ``layers.biases``, never through the fused arrays (``per_gate_gradient`` says
-    when that pays). Either way the derivative with respect to ``x`` is one fused
+    and ``layers.biases``, never through the fused arrays. ``None`` (the default)
+    decides by ``per_gate_gradient(x.shape, features)``, which says when that pays.
+    Either way the derivative with respect to ``x`` is one fused
     matmul, and derivatives of every order equal those of the fused map (the rule's
     own tangent is differentiable again, so Hessians come out right too).
     """
+    if per_gate is None:
+        per_gate = per_gate_gradient(x.shape, layers.kernels[0].shape[-1])
     if not per_gate:
         return affine(x, layers.kernel, layers.bias, dtype=dtype)
     return _per_gate_affine(x, layers.kernels, layers.biases, layers.kernel, layers.bias, dtype)
@@ -208,13 +212,18 @@ def _per_gate_affine_jvp(dtype, primals, tangents):
         gates = [
             jnp.zeros(shape, y.dtype) if g is None else jnp.broadcast_to(g, shape) for g in gates
         ]
-        terms.append(jnp.concatenate([g.astype(y.dtype) for g in gates], axis=-1))
+        terms.append(jnp.concatenate(gates, axis=-1))
     if not terms:
         return y, jnp.zeros_like(y)
     return y, sum(terms[1:], terms[0]).astype(y.dtype)
 
 
 _per_gate_affine.defjvp(_per_gate_affine_jvp, symbolic_zeros=True)
+
+
+def separate_affines(x, layers: GateLayers, dtype=None) -> tuple:
+    """``x @ kernel + bias`` for each gate's own layer: one matmul per gate, no fusion."""
+    return tuple(affine(x, k, b, dtype=dtype) for k, b in zip(layers.kernels, layers.biases))
 
 
 def conv_padding(padding, rank: int):

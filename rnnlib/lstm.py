@@ -13,14 +13,12 @@ import jax.numpy as jnp
 from rnnlib.cell_base import RNNCellBase, check_features
 from rnnlib.linear import (
     DenseLayer,
-    GateLayers,
-    affine,
     create_dense_layers,
     dense_layer_shapes,
-    fused,
+    gate_layers,
     gates_affine,
     orthogonal,
-    per_gate_gradient,
+    separate_affines,
 )
 
 _INPUT = ("ii", "if", "ig", "io")
@@ -116,20 +114,14 @@ class LSTMCell(RNNCellBase):
         return dense_layer_shapes(self._layers(input_shape), self.param_dtype)
 
     def prepare(self, params):
-        """The fused kernels and bias, and each gate's own layer (``layers``).
+        """The input side's and the hidden side's layers (``rnnlib.linear.GateLayers``),
+        each both fused and per gate; the hidden side holds the biases.
 
         ``project_inputs`` and ``step`` use the fused arrays, except on CPU for large
         inputs (see ``separate_gates``); under ``jit`` the form that goes unused is
         never computed.
         """
-        input_kernel, _ = fused(params, _INPUT)
-        hidden_kernel, hidden_bias = fused(params, _HIDDEN)
-        return {
-            "input_kernel": input_kernel,
-            "hidden_kernel": hidden_kernel,
-            "bias": hidden_bias,
-            "layers": params,
-        }
+        return gate_layers(params, _INPUT), gate_layers(params, _HIDDEN)
 
     def separate_gates(self, shape) -> bool:
         """Whether a matmul over an input of ``shape`` (features last) runs per gate.
@@ -152,34 +144,20 @@ class LSTMCell(RNNCellBase):
 
     def project_inputs(self, weights, inputs):
         if self.separate_gates(inputs.shape):
-            layers = weights["layers"]
-            return tuple(affine(inputs, layers[n]["kernel"], dtype=self.dtype) for n in _INPUT)
-        return affine(inputs, weights["input_kernel"], dtype=self.dtype)
+            return separate_affines(inputs, weights[0], dtype=self.dtype)
+        # Fused, and differentiated through the fused kernel even where the hidden side
+        # is not: per gate, this side cost an LSTM with batch 64 and 256 features 3-4%
+        # of its training time on the CPU, against 0.5% for the hidden side, which holds
+        # most of the compile-time saving (38 compiled kernels with it alone, 34 with
+        # both sides, 46 with neither; rnnlib.linear.per_gate_gradient says why).
+        return gates_affine(inputs, weights[0], dtype=self.dtype, per_gate=False)
 
     def step(self, weights, carry, projected):
         c, h = carry
         if self.separate_gates(h.shape):
-            layers = weights["layers"]
-            hidden = tuple(
-                affine(h, layers[n]["kernel"], layers[n].get("bias"), dtype=self.dtype)
-                for n in _HIDDEN
-            )
+            hidden = separate_affines(h, weights[1], dtype=self.dtype)
         else:
-            # From 2**14 (rows * features) the hidden side's kernel gradient is also taken
-            # per gate (rnnlib.linear.per_gate_gradient says why). Not the input side: for
-            # an LSTM with batch 64 and 256 features that cost 3-4% of training time on
-            # the CPU, against 0.5% for the hidden side, which holds most of the
-            # compile-time saving (38 compiled kernels with it alone, 34 with both sides,
-            # 46 with neither).
-            layers = weights["layers"]
-            hidden_layers = GateLayers(
-                weights["hidden_kernel"],
-                weights["bias"],
-                tuple(layers[n]["kernel"] for n in _HIDDEN),
-                tuple(layers[n].get("bias") for n in _HIDDEN),
-            )
-            per_gate = per_gate_gradient(h.shape, self.features)
-            hidden = gates_affine(h, hidden_layers, dtype=self.dtype, per_gate=per_gate)
+            hidden = gates_affine(h, weights[1], dtype=self.dtype)
         if isinstance(projected, tuple) or isinstance(hidden, tuple):
             # One side per gate; with hoisting the input side can differ from this one.
             i, f, g, o = (x + y for x, y in zip(_per_gate(projected), _per_gate(hidden)))
