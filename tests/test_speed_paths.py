@@ -1,9 +1,11 @@
 """The choices rnnlib makes for speed change the program, never the numbers.
 
-``RNN(hoist_inputs=...)`` moves the input projection before the loop or into it, and
-on CPU ``ConvLSTMCell`` takes its kernel's derivative as a matmul over patches. Each
-path is checked against the other, and the structure each promises (where the
-matmuls are, which convolutions the backward pass runs) is read off the jaxpr.
+``RNN(hoist_inputs=...)`` moves the input projection before the loop or into it; on
+CPU ``ConvLSTMCell`` takes its kernel's derivative as a matmul over patches, a large
+``LSTMCell`` runs one matmul per gate, and the gated cells take their kernel gradients
+gate by gate (``rnnlib.linear.gates_affine``). Each path is checked against the other
+and against flax.linen, and the structure each promises (where the matmuls are, which
+convolutions the backward pass runs) is read off the jaxpr.
 """
 
 import functools
@@ -324,14 +326,20 @@ def test_a_large_per_gate_lstm_matches_flax_in_value_and_gradient():
     x = random_array(0, (256, 2, 8), jnp.float32)
     variables = flax_rnn.init(jax.random.key(0), x)
     assert rnnlib.LSTMCell(features=512).separate_gates((256, 8)) == ON_CPU
+    _close(_value_and_grad(rnn, variables, x), _value_and_grad(flax_rnn, variables, x), 1e-4, 1e-4)
 
-    def value_and_grad(rnn):
-        def loss(v, x):
-            return _loss(rnn.apply(v, x))
 
-        return jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))(variables, x)
+def _value_and_grad(rnn, variables, x):
+    """``_loss`` of ``rnn``'s outputs and its gradient wrt ``(variables, x)``, jitted."""
 
-    _close(value_and_grad(rnn), value_and_grad(flax_rnn), rtol=1e-4, atol=1e-4)
+    def loss(variables, x):
+        return _loss(rnn.apply(variables, x))
+
+    return jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))(variables, x)
+
+
+# ---------------------------------------------------------------------------
+# Kernel gradients taken gate by gate (gates_affine) from 2**14 on CPU
 
 
 def _derivatives(cell, variables, x, lengths, hoist):
@@ -392,14 +400,7 @@ def test_a_per_gate_gradient_cell_matches_flax_in_value_and_gradient(cell_name):
     variables = flax_rnn.init(jax.random.key(0), x)
     assert rnnlib.linear.per_gate_gradient((128, 3), 128) == ON_CPU
     assert not rnnlib.linear.per_gate_gradient((127, 3), 128)
-
-    def value_and_grad(rnn):
-        def loss(v, x):
-            return _loss(rnn.apply(v, x))
-
-        return jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))(variables, x)
-
-    _close(value_and_grad(rnn), value_and_grad(flax_rnn), rtol=1e-4, atol=1e-4)
+    _close(_value_and_grad(rnn, variables, x), _value_and_grad(flax_rnn, variables, x), 1e-4, 1e-4)
 
 
 @pytest.mark.parametrize(
