@@ -2,10 +2,12 @@
 
 ``RNN(hoist_inputs=...)`` moves the input projection before the loop or into it; on
 CPU ``ConvLSTMCell`` takes its kernel's derivative as a matmul over patches, a large
-``LSTMCell`` runs one matmul per gate, and the gated cells take their kernel gradients
-gate by gate (``rnnlib.linear.gates_affine``). Each path is checked against the other
-and against flax.linen, and the structure each promises (where the matmuls are, which
-convolutions the backward pass runs) is read off the jaxpr.
+``LSTMCell`` runs one matmul per gate, the gated cells take their kernel gradients
+gate by gate (``rnnlib.linear.gates_affine``), and small fused kernels and biases hand
+their gradients back to the gates by matmul (``rnnlib.linear.join_gates``). Each path
+is checked against the other and against flax.linen, and the structure each promises
+(where the matmuls are, which convolutions the backward pass runs) is read off the
+jaxpr.
 """
 
 import functools
@@ -404,18 +406,21 @@ def test_a_per_gate_gradient_cell_matches_flax_in_value_and_gradient(cell_name):
 
 
 @pytest.mark.parametrize(
-    "cell_name, batch, backward",
+    "cell_name, batch, backward, after",
     [
-        # per step of the backward loop: dh (1) + each kernel's gradient, fused (1 per side)
-        # or per gate (3 per side for a GRU; an LSTM's input side stays fused)
-        ("GRUCell", 127, 3),
-        ("GRUCell", 128, 7),
-        ("LSTMCell", 127, 3),
-        ("LSTMCell", 128, 6),
+        # Per step of the backward loop: dh (1) + each kernel's gradient, fused (1 per
+        # side) or per gate (3 per side for a GRU; an LSTM's input side stays fused).
+        # After the loop: the fused biases' gradients, cut into the gates by matmul
+        # (join_gates; the GRU has three input biases and one hidden, the LSTM four
+        # hidden), unless the per-gate rule already took them gate by gate.
+        ("GRUCell", 127, 3, 4),
+        ("GRUCell", 128, 7, 0),
+        ("LSTMCell", 127, 3, 4),
+        ("LSTMCell", 128, 6, 0),
     ],
 )
 def test_the_kernel_gradients_are_taken_per_gate_from_two_to_the_14_on_cpu(
-    cell_name, batch, backward
+    cell_name, batch, backward, after
 ):
     rnn = rnnlib.RNN(getattr(rnnlib, cell_name)(features=128))
     x = jax.ShapeDtypeStruct((batch, 4, 8), jnp.float32)
@@ -426,5 +431,118 @@ def test_the_kernel_gradients_are_taken_per_gate_from_two_to_the_14_on_cpu(
 
     jaxpr = jax.make_jaxpr(jax.grad(loss))(variables).jaxpr
     if not ON_CPU:
-        backward = 3
-    assert _count(jaxpr, "dot_general") == (2 + backward, 0)
+        backward, after = 3, 0
+    assert _count(jaxpr, "dot_general") == (2 + backward, after)
+
+
+# ---------------------------------------------------------------------------
+# Fused kernels and biases whose gradients leave them by matmul (join_gates)
+
+
+def _join_derivatives(join, parts, live):
+    """Value, JVP, VJP and a Hessian-vector product of a nonlinear function of
+    ``join(parts)``, differentiated with respect to the parts whose index is in ``live``
+    (the others are constants, so their tangents are symbolic zeros)."""
+
+    def f(*moving):
+        it = iter(moving)
+        joined = join([next(it) if i in live else p for i, p in enumerate(parts)])
+        return joined, jnp.sum(
+            jnp.sin(joined) * jnp.cos(jnp.arange(joined.size)).reshape(joined.shape)
+        )
+
+    primals = tuple(parts[i] for i in live)
+    tangents = tuple(jnp.cos(3.0 * p + 1.0) for p in primals)
+    (value, scalar), (jvp_value, _) = jax.jvp(f, primals, tangents)
+    (joined, _), pullback = jax.vjp(f, *primals)
+    vjp = pullback((jnp.tanh(joined - 0.5), jnp.float32(0.0)))
+    hvp = jax.jvp(
+        jax.grad(lambda *ps: f(*ps)[1], argnums=tuple(range(len(live)))), primals, tangents
+    )[1]
+    return value, scalar, jvp_value, vjp, hvp
+
+
+JOIN_CASES = [
+    # (part shape, parts, the indices differentiated)
+    ((5, 8), 4, (0, 1, 2, 3)),  # LSTM kernels
+    ((3, 4), 3, (0, 2)),  # GRU kernels, one constant part in between
+    ((8,), 4, (0, 1, 2, 3)),  # biases, viewed as (2, 4) each
+    ((6,), 3, (2,)),  # a GRU's hidden biases: only hn is a parameter
+    ((2, 3, 4), 2, (0, 1)),  # more than one leading axis
+]
+
+
+@pytest.mark.parametrize("shape, k, live", JOIN_CASES)
+def test_join_gates_has_the_values_and_derivatives_of_a_concatenation(shape, k, live):
+    parts = [random_array(i, shape, jnp.float32) for i in range(k)]
+    assert rnnlib.linear.join_by_matmul(shape, k) == ON_CPU
+    joined = _join_derivatives(rnnlib.linear.join_gates, parts, live)
+    concatenated = _join_derivatives(lambda ps: jnp.concatenate(ps, axis=-1), parts, live)
+    # Multiplying by one and adding zeros: the same numbers, not merely close ones.
+    jax.tree_util.tree_map(np.testing.assert_array_equal, joined, concatenated)
+
+
+@pytest.mark.skipif(not ON_CPU, reason="joins differentiate by matmul on CPU only")
+@pytest.mark.parametrize(
+    "cell_name, matmuls",
+    [("LSTMCell", 4 + 4 + 4), ("GRUCell", 3 + 3 + 3 + 1), ("MGUCell", 2 + 2 + 2 + 1)],
+)
+def test_a_small_cells_gradient_leaves_its_fused_arrays_by_matmul_not_by_slices(cell_name, matmuls):
+    """Batch 8 and 32 features: the kernels and biases of both sides come out of the
+    fused arrays by one matmul each after the loop (kernels of both sides, then input
+    and hidden biases; a GRU or MGU has a hidden bias on its candidate only), where
+    plain differentiation splits them."""
+    rnn = rnnlib.RNN(getattr(rnnlib, cell_name)(features=32))
+    x = jax.ShapeDtypeStruct((8, 4, 32), jnp.float32)
+    variables = jax.eval_shape(rnn.init, jax.random.key(0), x)
+
+    def loss(v):
+        return jnp.sum(rnn.apply(v, jnp.ones(x.shape)))
+
+    def outside_the_loop(name):
+        return _count(jax.make_jaxpr(jax.grad(loss))(variables).jaxpr, name)[1]
+
+    assert (outside_the_loop("dot_general"), outside_the_loop("split")) == (matmuls, 0)
+    with mock.patch.object(rnnlib.linear, "join_by_matmul", return_value=False):
+        assert outside_the_loop("dot_general") == 0
+        assert outside_the_loop("split") > 0
+
+
+@pytest.mark.parametrize(
+    "shape, k, expected",
+    [
+        ((32, 32), 4, True),  # an LSTM kernel with 32 features
+        ((64, 32), 4, True),  # 4 * 64 * 32 * 128 = 2**20 multiply-adds
+        ((65, 32), 4, False),
+        ((1, 32), 4, False),  # one row
+        ((32, 1), 4, False),  # one column
+        ((512,), 4, True),  # biases of any size: their matmuls are tiny
+        ((4,), 3, True),
+        ((5,), 3, False),  # odd: no (2, features / 2) view
+        ((2,), 3, False),  # (2, 1): one column
+    ],
+)
+def test_joins_differentiate_by_matmul_on_cpu_up_to_two_to_the_20_multiply_adds(shape, k, expected):
+    assert rnnlib.linear.join_by_matmul(shape, k) == (expected and ON_CPU)
+    with mock.patch.object(jax, "default_backend", return_value="gpu"):
+        assert not rnnlib.linear.join_by_matmul(shape, k)
+
+
+def test_join_gates_of_unequal_parts_is_a_plain_concatenation():
+    parts = [jnp.ones((3, 4)), jnp.ones((3, 2))]
+    jaxpr = jax.make_jaxpr(jax.grad(lambda ps: jnp.sum(rnnlib.linear.join_gates(ps))))(parts)
+    assert _count(jaxpr.jaxpr, "dot_general") == (0, 0)
+    np.testing.assert_array_equal(rnnlib.linear.join_gates(parts), jnp.ones((3, 6)))
+
+
+@pytest.mark.skipif(not ON_CPU, reason="joins differentiate by matmul on CPU only")
+def test_an_infinite_cotangent_in_one_gate_is_nan_in_the_others_as_documented():
+    """What join_gates' docstring warns of: ``inf * 0`` in the selecting matmul."""
+    parts = [jnp.ones((2, 4)) for _ in range(4)]
+    cotangent = jnp.zeros((2, 16)).at[0, 0].set(jnp.inf)
+    _, pullback = jax.vjp(rnnlib.linear.join_gates, parts)
+    (grads,) = pullback(cotangent)
+    assert grads[0][0, 0] == jnp.inf
+    assert jnp.isnan(grads[1][0]).all()
+    _, pullback = jax.vjp(lambda ps: jnp.concatenate(ps, axis=-1), parts)
+    assert jnp.isfinite(pullback(cotangent)[0][1]).all()
