@@ -149,13 +149,14 @@ def join_by_matmul(shape, parts: int) -> bool:
 def join_gates(parts: Sequence):
     """``jnp.concatenate(parts, axis=-1)``, differentiated by matmuls where that pays.
 
-    The value is always the concatenation. For equally shaped ``parts``, where
+    The value is always the concatenation. For ``parts`` of one shape and dtype, where
     ``join_by_matmul`` says so, its derivative is taken by matmuls with constant
     0/1 matrices instead of slices: the same numbers, except that a non-finite number
     in one part of a cotangent spreads to the other parts as NaN (``inf * 0``).
     """
     parts = tuple(parts)
-    if len({p.shape for p in parts}) == 1 and join_by_matmul(parts[0].shape, len(parts)):
+    alike = len({(p.shape, jnp.result_type(p)) for p in parts}) == 1
+    if alike and join_by_matmul(parts[0].shape, len(parts)):
         return _join_by_matmul(parts)
     return jnp.concatenate(parts, axis=-1)
 

@@ -554,11 +554,20 @@ def test_joins_differentiate_by_matmul_on_cpu_up_to_two_to_the_20_multiply_adds(
         assert not rnnlib.linear.join_by_matmul(shape, k)
 
 
-def test_join_gates_of_unequal_parts_is_a_plain_concatenation():
-    parts = [jnp.ones((3, 4)), jnp.ones((3, 2))]
+@pytest.mark.parametrize(
+    "parts, joined",
+    [
+        ([jnp.ones((3, 4)), jnp.ones((3, 2))], jnp.ones((3, 6))),  # shapes differ
+        ([jnp.ones((3, 4), jnp.bfloat16), jnp.ones((3, 4))], jnp.ones((3, 8))),  # dtypes differ
+    ],
+    ids=["shapes", "dtypes"],
+)
+def test_join_gates_of_unlike_parts_is_a_plain_concatenation(parts, joined):
     jaxpr = jax.make_jaxpr(jax.grad(lambda ps: jnp.sum(rnnlib.linear.join_gates(ps))))(parts)
     assert _count(jaxpr.jaxpr, "dot_general") == (0, 0)
-    np.testing.assert_array_equal(rnnlib.linear.join_gates(parts), jnp.ones((3, 6)))
+    result = rnnlib.linear.join_gates(parts)
+    assert result.dtype == jnp.float32  # promoted, as jnp.concatenate does
+    np.testing.assert_array_equal(result, joined)
 
 
 @pytest.mark.skipif(not ON_CPU, reason="joins differentiate by matmul on CPU only")
