@@ -39,36 +39,22 @@ def _close(a, b, rtol=1e-5, atol=1e-6):
     )
 
 
-def _primitives(jaxpr, inside_loop=False):
-    """``(name, inside a scan body)`` for every equation, recursively."""
+def _equations(jaxpr, inside_loop=False):
+    """``(equation, inside a scan body)`` for every equation, recursively."""
     found = []
     for eqn in jaxpr.eqns:
-        found.append((eqn.primitive.name, inside_loop))
+        found.append((eqn, inside_loop))
         for value in eqn.params.values():
             for sub in value if isinstance(value, (tuple, list)) else (value,):
                 sub = getattr(sub, "jaxpr", sub)  # a ClosedJaxpr holds its Jaxpr
                 if hasattr(sub, "eqns"):
-                    found += _primitives(sub, inside_loop or eqn.primitive.name == "scan")
-    return found
-
-
-def _outside_loops(jaxpr):
-    """Every equation outside scan bodies, also inside nested calls."""
-    found = []
-    for eqn in jaxpr.eqns:
-        found.append(eqn)
-        if eqn.primitive.name != "scan":
-            for value in eqn.params.values():
-                for sub in value if isinstance(value, (tuple, list)) else (value,):
-                    sub = getattr(sub, "jaxpr", sub)
-                    if hasattr(sub, "eqns"):
-                        found += _outside_loops(sub)
+                    found += _equations(sub, inside_loop or eqn.primitive.name == "scan")
     return found
 
 
 def _count(jaxpr, name):
     """``(inside the loop, outside it)`` counts of primitive ``name``."""
-    hits = [inside for prim, inside in _primitives(jaxpr) if prim == name]
+    hits = [inside for eqn, inside in _equations(jaxpr) if eqn.primitive.name == name]
     return sum(hits), len(hits) - sum(hits)
 
 
@@ -520,7 +506,8 @@ def test_a_small_cells_gradient_leaves_its_fused_arrays_by_matmul_not_by_slices(
 
     def after_the_loop():
         """(matmuls, arrays cut out by split or slice) outside the loops."""
-        eqns = _outside_loops(jax.make_jaxpr(jax.grad(loss))(variables).jaxpr)
+        jaxpr = jax.make_jaxpr(jax.grad(loss))(variables).jaxpr
+        eqns = [eqn for eqn, inside in _equations(jaxpr) if not inside]
         cut = sum(len(e.outvars) for e in eqns if e.primitive.name in ("split", "slice"))
         return sum(e.primitive.name == "dot_general" for e in eqns), cut
 
