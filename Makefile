@@ -10,26 +10,31 @@ FLAX06 := .venv-flax06
 PARALLEL := -n 2 --dist loadscope
 NBVAL := --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=120
 
+# Packages go in with uv (itself installed by pip into each environment, at a pinned
+# version): the same pinned sets, but the book's environment takes about 15 s instead of
+# pip's 95 s on this machine, and make test builds three environments.
+UV := uv==0.13.9
+install = $(1)/bin/python -m pip install --quiet $(UV) && \
+	$(1)/bin/python -m uv pip install --quiet --python $(1)/bin/python $(2)
+
 .PHONY: env book test test-pinned test-lowest notebooks bench clean
 
 env: $(VENV)/.stamp
 $(VENV)/.stamp: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt
+	$(call install,$(VENV),-r requirements.txt)
 	touch $@
 
 # The lowest versions pyproject.toml claims to support (tests/lowest.txt).
 $(LOWEST)/.stamp: tests/lowest.txt pyproject.toml
 	$(PYTHON) -m venv $(LOWEST)
-	$(LOWEST)/bin/python -m pip install --quiet --upgrade pip
-	$(LOWEST)/bin/python -m pip install --quiet -r tests/lowest.txt
+	$(call install,$(LOWEST),-r tests/lowest.txt)
 	touch $@
 
 # The real Flax 0.6.11, the oracle of rnnlib.legacy (tests/test_legacy_oracle.py).
 $(FLAX06)/.stamp: tests/oracle/requirements-flax06.txt
 	$(PYTHON) -m venv $(FLAX06)
-	$(FLAX06)/bin/python -m pip install --quiet -r tests/oracle/requirements-flax06.txt
+	$(call install,$(FLAX06),-r tests/oracle/requirements-flax06.txt)
 	touch $@
 
 # Build the HTML book into _build/html. Outputs are the stored ones that
