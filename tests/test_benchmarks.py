@@ -2,9 +2,11 @@
 compute the same outputs and the same gradients. (Times are never asserted.)"""
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from benchmarks import programs
 from benchmarks.contenders import CONV_CELLS, DENSE_CELLS, build, inputs_for
 from benchmarks.run import markdown, targets
 
@@ -100,3 +102,45 @@ def test_the_rnnlib_hoisting_contenders_agree_with_flax(name):
     np.testing.assert_allclose(
         other.forward(other.params, x), reference.forward(reference.params, x), rtol=1e-5, atol=1e-6
     )
+
+
+def test_operations_count_opcodes_and_shapes_and_ignore_names_and_tuple_order():
+    hlo = """
+ENTRY %main (p: f32[2,3]) -> (f32[2,3], s32[]) {
+  %p = f32[2,3]{1,0} parameter(0)
+  %a = f32[2,3]{1,0} add(%p, %p), metadata={op_name="x"}
+  %b.1 = f32[2,3]{1,0} add(%a, %p)
+  %w = (s32[], f32[2,3]{1,0}) while(%t), condition=%c, body=%d
+  %v = (f32[2,3]{1,0}, /*index=1*/s32[]) while(%t2), condition=%c, body=%d
+  ROOT %r = f32[3,2]{1,0} transpose(%b.1), dimensions={1,0}
+}
+"""
+    assert programs.operations(hlo) == {
+        ("add", "f32[2,3]{1,0}"): 2,
+        ("while", "(f32[2,3]{1,0}, s32[])"): 2,
+        ("transpose", "f32[3,2]{1,0}"): 1,
+    }
+
+
+def test_compiled_operations_tell_the_same_program_from_a_different_one():
+    x = jnp.ones((4, 8))
+    one = jax.jit(lambda x: jnp.sin(x) @ x.T)
+    same = jax.jit(lambda y: jnp.sin(y) @ y.T)
+    other = jax.jit(lambda x: jnp.cos(x) @ x.T)
+    ops = programs.compiled_operations(one, x)
+    assert ops and ops == programs.compiled_operations(same, x)
+    assert ops != programs.compiled_operations(other, x)
+
+
+def test_compare_counts_both_libraries_operations_for_one_configuration():
+    counts = programs.compare("LSTMCell", SMALL, mode="forward")
+    assert set(counts) == {"rnnlib", "flax.linen"}
+    assert all(sum(c.values()) > 0 for c in counts.values())
+
+
+def test_compare_command_rejects_a_cell_the_configuration_does_not_run(capsys):
+    with pytest.raises(SystemExit) as error:
+        programs.main(["LSTMCell", "convlstm B8 T16 32x32x8"])
+    assert error.value.code == 2
+    message = capsys.readouterr().err
+    assert "runs the cells ('ConvLSTMCell',)" in message and "got 'LSTMCell'" in message
