@@ -132,10 +132,15 @@ def test_compiled_operations_tell_the_same_program_from_a_different_one():
     assert ops != programs.compiled_operations(other, x)
 
 
-def test_compare_counts_both_libraries_operations_for_one_configuration():
+def test_compare_sees_rnnlibs_fused_gates_against_linens_eight_matmuls():
+    # At this size rnnlib's LSTMCell fuses its gates: one (B, 4H) matmul per side and step,
+    # where flax.linen's LSTMCell runs eight (B, H) ones.
     counts = programs.compare("LSTMCell", SMALL, mode="forward")
     assert set(counts) == {"rnnlib", "flax.linen"}
-    assert all(sum(c.values()) > 0 for c in counts.values())
+    b, h = SMALL["B"], SMALL["H"]
+    dots = {name: {s: n for (op, s), n in c.items() if op == "dot"} for name, c in counts.items()}
+    assert dots["rnnlib"] == {f"f32[{b},{4 * h}]{{1,0}}": 2}
+    assert dots["flax.linen"] == {f"f32[{b},{h}]{{1,0}}": 8}
 
 
 def test_compare_command_rejects_a_cell_the_configuration_does_not_run(capsys):
