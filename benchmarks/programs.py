@@ -23,6 +23,7 @@ import re
 import jax
 
 from benchmarks.contenders import build, inputs_for
+from benchmarks.run import CONFIGS
 
 # Operations that only name or regroup values; they compute nothing.
 _BOOKKEEPING = {"parameter", "get-tuple-element", "tuple", "constant"}
@@ -66,17 +67,17 @@ def compiled_operations(fn, *args) -> collections.Counter:
 def compare(cell: str, config: dict, mode: str = "train", names=("rnnlib", "flax.linen")):
     """The operation counts of each contender in ``names``, sharing one set of variables."""
     x = inputs_for(config, jax.random.key(1))
-    reference = build("flax.linen", cell, config, x)
+    linen = build("flax.linen", cell, config, x)
     counts = {}
     for name in names:
-        contender = build(name, cell, config, x, {"params": reference.params})
+        contender = (
+            linen if name == linen.name else build(name, cell, config, x, {"params": linen.params})
+        )
         counts[name] = compiled_operations(getattr(contender, mode), contender.params, x)
     return counts
 
 
 def main(argv=None) -> int:
-    from benchmarks.run import CONFIGS
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("cell", help="LSTMCell, OptimizedLSTMCell, GRUCell or ConvLSTMCell")
     parser.add_argument("config", choices=list(CONFIGS), help="a configuration of the harness")
