@@ -14,7 +14,9 @@ take turns, in a rotating order, so slow drifts of the machine hit all of them a
 at least ``--runs`` rounds, and more (up to 60) until each contender has spent a
 second in timed calls. We report the median and the
 spread (min and max) of the timed rounds, and the compiled program's temporary
-memory as XLA reports it (``memory_analysis``).
+memory as XLA reports it (``memory_analysis``). One contender, ``flax.linen:again``,
+is flax.linen compiled a second time: its ratio to flax.linen is the run's noise
+floor (the report's last section), the yardstick for other ratios near 1.0.
 
 Results go to ``--out`` (default ``benchmarks/results``): ``<name>.json`` with every
 measurement, ``<name>.md`` with the ratio tables against flax.linen, and
@@ -229,6 +231,22 @@ def targets(results) -> list[tuple[str, float | None, float, bool | None]]:
     ]
 
 
+AGAIN = "flax.linen:again"
+
+
+def noise_floor(results, mode: str) -> tuple[float, float] | None:
+    """The lowest and highest ``flax.linen:again / flax.linen`` over the rows of
+    ``mode``: one program against itself, so the spread this run's noise alone gives
+    a ratio. ``None`` when the run did not time that contender."""
+    ratios = [
+        r
+        for c in results
+        for cell in results[c]
+        if (r := _ratio(results, c, cell, mode, AGAIN)) is not None
+    ]
+    return (min(ratios), max(ratios)) if ratios else None
+
+
 def markdown(report: dict) -> str:
     results = report["results"]
     others = [n for n in _present(results) if n != "flax.linen"]
@@ -275,6 +293,19 @@ def markdown(report: dict) -> str:
         verdict = "n/a" if met is None else ("yes" if met else "**no**")
         lines.append(f"| {what} | {_fmt(value)} | {limit:.2f} | {verdict} |")
     lines.append("")
+    floors = {mode: noise_floor(results, mode) for mode in MODES}
+    if all(floors.values()):
+        (train_lo, train_hi), (fwd_lo, fwd_hi) = floors["train"], floors["forward"]
+        lines += [
+            "## Noise floor",
+            "",
+            f"`{AGAIN}` is flax.linen's program compiled and timed a second time, in the same "
+            f"rotation as the others. Its ratio to flax.linen, one program against itself, went "
+            f"from {train_lo:.2f} to {train_hi:.2f} in training and from {fwd_lo:.2f} to "
+            f"{fwd_hi:.2f} forward in this run: ratios inside that range do not tell two "
+            "programs apart.",
+            "",
+        ]
     if report.get("seq_lengths_memory"):
         lines += [
             "## Extra memory for `seq_lengths` with `return_carry` (LSTM, forward)",

@@ -8,7 +8,7 @@ import pytest
 
 from benchmarks import programs
 from benchmarks.contenders import CONV_CELLS, DENSE_CELLS, build, inputs_for
-from benchmarks.run import markdown, targets
+from benchmarks.run import markdown, noise_floor, targets
 
 pytestmark = pytest.mark.pinned_env
 
@@ -92,6 +92,39 @@ def test_a_contender_missing_for_some_cells_reads_n_a_there():
     assert geo[1] == pytest.approx(1.0) and geo[3] is False
     assert vs_scan[1:] == (None, 1.10, None)  # no lax.scan in this run
     assert first[3] is False
+
+
+def test_flax_linen_again_is_the_same_program_compiled_separately():
+    x = inputs_for(SMALL, jax.random.key(1))
+    linen = build("flax.linen", "LSTMCell", SMALL, x)
+    again = build("flax.linen:again", "LSTMCell", SMALL, x)
+    expected = linen.forward(linen.params, x)
+    # linen's call compiled linen's function only: again's cache is still empty, so its
+    # timings are of a program of its own, as rnnlib's are.
+    assert linen.forward._cache_size() == 1 and again.forward._cache_size() == 0
+    np.testing.assert_array_equal(again.forward(again.params, x), expected)
+    assert again.forward._cache_size() == 1
+
+
+def test_the_noise_floor_is_the_range_of_flax_linen_against_itself():
+    def modes(t_again):
+        entry = {
+            "flax.linen": _entry(2.0),
+            "rnnlib": _entry(1.0),
+            "flax.linen:again": _entry(t_again),
+        }
+        return {"forward": entry, "train": entry}
+
+    results = {"a": {"LSTMCell": modes(1.8)}, "b": {"GRUCell": modes(2.2)}}
+    assert noise_floor(results, "train") == pytest.approx((0.9, 1.1))
+    text = markdown(_report(results))
+    assert "## Noise floor" in text
+    assert "from 0.90 to 1.10 in training and from 0.90 to 1.10 forward" in text
+    # The same-program column stands next to the others in the ratio table.
+    assert "| a | LSTMCell | 2000.0 | 0.50 | 0.90 | n/a | 0.50 |" in text
+    without = {"a": {"LSTMCell": {m: {"flax.linen": _entry(2.0)} for m in ("forward", "train")}}}
+    assert noise_floor(without, "train") is None
+    assert "Noise floor" not in markdown(_report(without))
 
 
 @pytest.mark.parametrize("name", ["rnnlib:hoisted", "rnnlib:in-loop"])
