@@ -2,7 +2,7 @@
 
 Usage (from the repository root)::
 
-    make bench                          # the full run, about 25 minutes on 2 CPU cores
+    make bench                          # the full run, about 27 minutes on 2 CPU cores
     .venv/bin/python -m benchmarks.run --quick   # smaller shapes, about a minute
 
 Method. For every configuration and cell, each contender is jitted twice: the
