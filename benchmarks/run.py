@@ -3,7 +3,7 @@
 Usage (from the repository root)::
 
     make bench                          # the full run, about 27 minutes on 2 CPU cores
-    .venv/bin/python -m benchmarks.run --quick   # smaller shapes, about a minute
+    .venv/bin/python -m benchmarks.run --quick   # smaller shapes, about 100 s
 
 Method. For every configuration and cell, each contender is jitted twice: the
 forward pass, and forward plus backward (``jax.grad`` of a scalar loss). The first
@@ -54,6 +54,11 @@ QUICK = {
 }
 MODES = ("forward", "train")
 MIN_TIMED_S = 1.0
+# --quick trades coverage for time. At small shapes compiling is most of a run: each timed
+# first call, the warm-up after it (first calls clear JAX's caches) and each memory
+# analysis is a compilation. So it times no first calls, skips the memory analysis, and
+# times rounds until 0.2 s instead of 1 s.
+QUICK_SETTINGS = dict(runs=5, first_calls=0, min_timed_s=0.2, memory=False)
 MAX_ROUNDS = 60
 
 
@@ -76,7 +81,8 @@ def _temp_bytes(fn, *args):
 
 
 def _first_calls(fns, x, repeats):
-    """Median time of a call that must trace and compile, per contender.
+    """Median time of a call that must trace and compile, per contender (``None`` for
+    every contender when ``repeats`` is 0).
 
     ``jax.clear_caches()`` before every call makes each one a first call. The order
     rotates between rounds, so no contender always pays for the process's first
@@ -89,11 +95,20 @@ def _first_calls(fns, x, repeats):
             fn, p = fns[name]
             jax.clear_caches()
             samples[name].append(_timed(fn, p, x))
-    return {name: statistics.median(times) for name, times in samples.items()}
+    return {name: statistics.median(t) if t else None for name, t in samples.items()}
 
 
-def measure(config: dict, cell_name: str, runs: int, names=NAMES, first_calls: int = 5) -> dict:
-    """Every contender's first-call time, temp memory and timed runs, for both modes."""
+def measure(
+    config: dict,
+    cell_name: str,
+    runs: int,
+    names=NAMES,
+    first_calls: int = 5,
+    min_timed_s: float = MIN_TIMED_S,
+    memory: bool = True,
+) -> dict:
+    """Every contender's first-call time, temp memory (unless not ``memory``) and timed
+    runs, for both modes."""
     x = inputs_for(config, jax.random.key(1))
     import flax.linen as nn
 
@@ -109,15 +124,15 @@ def measure(config: dict, cell_name: str, runs: int, names=NAMES, first_calls: i
         first = _first_calls(fns, x, first_calls)
         entry = {name: {"first_call_s": first[name]} for name in fns}
         for name, (fn, p) in fns.items():
-            entry[name]["temp_bytes"] = _temp_bytes(fn, p, x)
+            entry[name]["temp_bytes"] = _temp_bytes(fn, p, x) if memory else None
             _timed(fn, p, x)  # warm-up
         order = list(fns)
         samples = {name: [] for name in order}
         r = 0
         # At least `runs` rounds; short calls get more, until each contender has spent
-        # MIN_TIMED_S in timed calls (or MAX_ROUNDS), so a millisecond-scale median rests
+        # min_timed_s in timed calls (or MAX_ROUNDS), so a millisecond-scale median rests
         # on enough samples to outlast the machine's jitter.
-        while r < runs or (r < MAX_ROUNDS and min(map(sum, samples.values())) < MIN_TIMED_S):
+        while r < runs or (r < MAX_ROUNDS and min(map(sum, samples.values())) < min_timed_s):
             for name in order[r % len(order) :] + order[: r % len(order)]:
                 fn, p = fns[name]
                 samples[name].append(_timed(fn, p, x))
@@ -170,6 +185,8 @@ def _ratio(results, config, cell, mode, name, key="median_s", over="flax.linen")
     entry = results[config][cell][mode]
     if name not in entry or over not in entry:
         return None
+    if entry[name][key] is None or entry[over][key] is None:
+        return None  # not measured in this run
     return entry[name][key] / entry[over][key]
 
 
@@ -250,13 +267,18 @@ def noise_floor(results, mode: str) -> tuple[float, float] | None:
 def markdown(report: dict) -> str:
     results = report["results"]
     others = [n for n in _present(results) if n != "flax.linen"]
+    first_calls = report.get("first_calls", 1)
     lines = [
         f"# Benchmark: {report['name']}",
         "",
         f"{report['machine']}; jax {report['versions']['jax']}, flax "
         f"{report['versions']['flax']}; median of at least {report['runs']} alternating runs "
-        f"(up to {MAX_ROUNDS} for short calls); first calls (trace + compile + run): median "
-        f"of {report.get('first_calls', 1)}.",
+        f"(up to {MAX_ROUNDS} for short calls); "
+        + (
+            f"first calls (trace + compile + run): median of {first_calls}."
+            if first_calls
+            else "first calls not timed in this run."
+        ),
         "",
         "Ratios are time / flax.linen's time: below 1.0 is faster than flax.linen.",
         "",
@@ -361,14 +383,23 @@ def plot(report: dict, path: Path) -> None:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small shapes, about a minute")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="small shapes, no first calls or memory analysis, about 100 s",
+    )
     # Defaults sized on this 2-core machine: with 5 rounds, one program timed twice in the
     # same run (rnnlib's LSTMCell and OptimizedLSTMCell) differed by 15% at B256; a median
     # of 3 first calls moved by 10% between runs, and a median of 5 still read 0.87 and
     # 1.22 of flax.linen's for one rnnlib program in two rows of the same run.
-    parser.add_argument("--runs", type=int, default=7, help="timed rounds (at least 5)")
     parser.add_argument(
-        "--first-calls", type=int, default=9, help="first calls timed per contender (median)"
+        "--runs", type=int, default=None, help="timed rounds (at least 5; default 7, quick 5)"
+    )
+    parser.add_argument(
+        "--first-calls",
+        type=int,
+        default=None,
+        help="first calls timed per contender, the median reported (default 9; quick 0, not timed)",
     )
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     parser.add_argument("--name", default=None, help="file name stem (default: full or quick)")
@@ -381,8 +412,15 @@ def main(argv=None) -> int:
         "rnnlib:hoisted and rnnlib:in-loop force RNN(hoist_inputs=True/False)",
     )
     args = parser.parse_args(argv)
+    settings = dict(QUICK_SETTINGS) if args.quick else dict(runs=7, first_calls=9)
+    for key in ("runs", "first_calls"):
+        if getattr(args, key) is None:
+            setattr(args, key, settings[key])
     if args.runs < 5:
         parser.error(f"--runs must be at least 5 for a meaningful median; got {args.runs}")
+    if args.first_calls < 0:
+        parser.error(f"--first-calls must be 0 (not timed) or more; got {args.first_calls}")
+    extra = {k: v for k, v in settings.items() if k in ("min_timed_s", "memory")}
 
     import flax
 
@@ -394,7 +432,9 @@ def main(argv=None) -> int:
         results[config_name] = {}
         for cell in config["cells"]:
             print(f"{config_name} / {cell} ...", flush=True)
-            results[config_name][cell] = measure(config, cell, args.runs, names, args.first_calls)
+            results[config_name][cell] = measure(
+                config, cell, args.runs, names, args.first_calls, **extra
+            )
     report = {
         "name": name,
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores, "

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from benchmarks import programs
+from benchmarks import programs, run
 from benchmarks.contenders import CONV_CELLS, DENSE_CELLS, build, inputs_for
 from benchmarks.run import markdown, noise_floor, targets
 
@@ -125,6 +125,40 @@ def test_the_noise_floor_is_the_range_of_flax_linen_against_itself():
     without = {"a": {"LSTMCell": {m: {"flax.linen": _entry(2.0)} for m in ("forward", "train")}}}
     assert noise_floor(without, "train") is None
     assert "Noise floor" not in markdown(_report(without))
+
+
+def test_a_run_without_first_calls_or_memory_times_only_the_rounds():
+    # What --quick asks for: no first calls, no memory analysis, rounds until 0 s.
+    result = run.measure(
+        SMALL,
+        "GRUCell",
+        5,
+        names=("flax.linen", "rnnlib"),
+        first_calls=0,
+        min_timed_s=0.0,
+        memory=False,
+    )
+    for mode in run.MODES:
+        for entry in result[mode].values():
+            assert entry["first_call_s"] is None and entry["temp_bytes"] is None
+            assert len(entry["runs"]) == 5 and entry["min_s"] <= entry["median_s"]
+    text = markdown({**_report({"cfg": {"GRUCell": result}}), "first_calls": 0})
+    assert "first calls not timed in this run." in text
+    assert "| worst first call rnnlib / flax.linen, any mode | n/a | 1.00 | n/a |" in text
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--runs", "4"], "--runs must be at least 5 for a meaningful median; got 4"),
+        (["--first-calls", "-1"], "--first-calls must be 0 (not timed) or more; got -1"),
+    ],
+)
+def test_the_run_command_rejects_too_few_runs_or_negative_first_calls(argv, message, capsys):
+    with pytest.raises(SystemExit) as error:
+        run.main(argv)
+    assert error.value.code == 2
+    assert message in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("name", ["rnnlib:hoisted", "rnnlib:in-loop"])
