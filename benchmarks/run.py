@@ -16,7 +16,7 @@ second in timed calls. We report the median and the
 spread (min and max) of the timed rounds, and the compiled program's temporary
 memory as XLA reports it (``memory_analysis``). One contender, ``flax.linen:again``,
 is flax.linen compiled a second time: its ratio to flax.linen is the run's noise
-floor (the report's last section), the yardstick for other ratios near 1.0.
+floor (the report's "Noise floor" section), the yardstick for other ratios near 1.0.
 
 Results go to ``--out`` (default ``benchmarks/results``): ``<name>.json`` with every
 measurement, ``<name>.md`` with the ratio tables against flax.linen, and
