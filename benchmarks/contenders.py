@@ -20,11 +20,12 @@ import rnnlib
 
 DENSE_CELLS = ("LSTMCell", "OptimizedLSTMCell", "GRUCell")
 CONV_CELLS = ("ConvLSTMCell",)
-# "flax.linen:again" is flax.linen built and jitted a second time: the same program,
-# timed as a contender of its own in the same rotation. Its ratio to flax.linen is
-# what this machine's noise alone makes of two equal programs (an A/A comparison), the
-# yardstick for any other ratio near 1.0.
-NAMES = ("rnnlib", "flax.linen", "flax.nnx", "lax.scan", "flax.linen:again")
+# AGAIN is flax.linen built and jitted a second time: the same program, timed as a
+# contender of its own in the same rotation. Its ratio to flax.linen is what this
+# machine's noise alone makes of two equal programs (an A/A comparison), the yardstick
+# for any other ratio near 1.0.
+AGAIN = "flax.linen:again"
+NAMES = ("rnnlib", "flax.linen", "flax.nnx", "lax.scan", AGAIN)
 # rnnlib with its input projection forced before the loop or into it (``RNN.hoist_inputs``);
 # plain "rnnlib" lets the backend decide. Not run unless asked for (``--contenders``).
 RNNLIB_HOISTING = {"rnnlib": None, "rnnlib:hoisted": True, "rnnlib:in-loop": False}
@@ -72,7 +73,7 @@ def build(name: str, cell_name: str, config: dict, x, linen_variables=None) -> C
         def apply(p, x):
             return rnn.apply({"params": p}, x)
 
-    elif name in ("flax.linen", "flax.linen:again"):
+    elif name in ("flax.linen", AGAIN):
         rnn = nn.RNN(getattr(nn, cell_name)(**kwargs))
 
         def apply(p, x):
@@ -86,8 +87,8 @@ def build(name: str, cell_name: str, config: dict, x, linen_variables=None) -> C
         return _nnx(cell_name, config, x)
     else:
         raise ValueError(f"unknown contender {name!r}; expected one of {ALL_NAMES}")
-    # A fresh jax.jit per contender: "flax.linen:again" gets its own traced and compiled
-    # executables, not flax.linen's.
+    # A fresh jax.jit per contender: AGAIN gets its own traced and compiled executables,
+    # not flax.linen's.
     return Contender(name, jax.jit(apply), _loss_grad(apply), params)
 
 

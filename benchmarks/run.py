@@ -39,7 +39,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks.contenders import ALL_NAMES, CONV_CELLS, DENSE_CELLS, NAMES, build, inputs_for
+from benchmarks.contenders import (
+    AGAIN,
+    ALL_NAMES,
+    CONV_CELLS,
+    DENSE_CELLS,
+    NAMES,
+    build,
+    inputs_for,
+)
 
 CONFIGS = {
     "overhead B8 T1000 H32": dict(B=8, T=1000, I=32, H=32, cells=DENSE_CELLS),
@@ -59,6 +67,7 @@ MIN_TIMED_S = 1.0
 # analysis is a compilation. So it times no first calls, skips the memory analysis, and
 # times rounds until 0.2 s instead of 1 s.
 QUICK_SETTINGS = dict(runs=5, first_calls=0, min_timed_s=0.2, memory=False)
+FULL_SETTINGS = dict(runs=7, first_calls=9, min_timed_s=MIN_TIMED_S, memory=True)
 MAX_ROUNDS = 60
 
 
@@ -248,9 +257,6 @@ def targets(results) -> list[tuple[str, float | None, float, bool | None]]:
     ]
 
 
-AGAIN = "flax.linen:again"
-
-
 def noise_floor(results, mode: str) -> tuple[float, float] | None:
     """The lowest and highest ``flax.linen:again / flax.linen`` over the rows of
     ``mode``: one program against itself, so the spread this run's noise alone gives
@@ -412,15 +418,13 @@ def main(argv=None) -> int:
         "rnnlib:hoisted and rnnlib:in-loop force RNN(hoist_inputs=True/False)",
     )
     args = parser.parse_args(argv)
-    settings = dict(QUICK_SETTINGS) if args.quick else dict(runs=7, first_calls=9)
-    for key in ("runs", "first_calls"):
-        if getattr(args, key) is None:
-            setattr(args, key, settings[key])
-    if args.runs < 5:
-        parser.error(f"--runs must be at least 5 for a meaningful median; got {args.runs}")
-    if args.first_calls < 0:
-        parser.error(f"--first-calls must be 0 (not timed) or more; got {args.first_calls}")
-    extra = {k: v for k, v in settings.items() if k in ("min_timed_s", "memory")}
+    settings = dict(QUICK_SETTINGS if args.quick else FULL_SETTINGS)
+    given = {"runs": args.runs, "first_calls": args.first_calls}
+    settings.update({key: value for key, value in given.items() if value is not None})
+    if settings["runs"] < 5:
+        parser.error(f"--runs must be at least 5 for a meaningful median; got {settings['runs']}")
+    if settings["first_calls"] < 0:
+        parser.error(f"--first-calls must be 0 (not timed) or more; got {settings['first_calls']}")
 
     import flax
 
@@ -432,16 +436,14 @@ def main(argv=None) -> int:
         results[config_name] = {}
         for cell in config["cells"]:
             print(f"{config_name} / {cell} ...", flush=True)
-            results[config_name][cell] = measure(
-                config, cell, args.runs, names, args.first_calls, **extra
-            )
+            results[config_name][cell] = measure(config, cell, names=names, **settings)
     report = {
         "name": name,
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores, "
         f"{jax.device_count()} x {jax.devices()[0].device_kind} ({jax.default_backend()})",
         "versions": {"jax": jax.__version__, "flax": flax.__version__},
-        "runs": args.runs,
-        "first_calls": args.first_calls,
+        "runs": settings["runs"],
+        "first_calls": settings["first_calls"],
         "configs": {
             k: {kk: vv for kk, vv in v.items() if kk != "cells"} for k, v in configs.items()
         },

@@ -128,16 +128,9 @@ def test_the_noise_floor_is_the_range_of_flax_linen_against_itself():
 
 
 def test_a_run_without_first_calls_or_memory_times_only_the_rounds():
-    # What --quick asks for: no first calls, no memory analysis, rounds until 0 s.
-    result = run.measure(
-        SMALL,
-        "GRUCell",
-        5,
-        names=("flax.linen", "rnnlib"),
-        first_calls=0,
-        min_timed_s=0.0,
-        memory=False,
-    )
+    # What --quick asks for (no first calls, no memory analysis), with no minimum time.
+    settings = {**run.QUICK_SETTINGS, "min_timed_s": 0.0}
+    result = run.measure(SMALL, "GRUCell", names=("flax.linen", "rnnlib"), **settings)
     for mode in run.MODES:
         for entry in result[mode].values():
             assert entry["first_call_s"] is None and entry["temp_bytes"] is None
