@@ -2,7 +2,7 @@
 
 Every parity test builds one configuration twice, once from ``flax.linen`` and once
 from ``rnnlib`` (their class and field names are the same), gives both the same
-variables and inputs, and compares the results with explicit tolerances.
+variables and inputs, and compares the results up to rounding (``tests.tolerance``).
 
 rnnlib does not reproduce Flax's random initial values, only their names, shapes
 and dtypes. So most tests draw their own random variables in the layout of Flax's
@@ -20,19 +20,9 @@ import jax.numpy as jnp
 import numpy as np
 
 import rnnlib
+from tests import tolerance
 
 LIBRARIES = {"flax": nn, "rnnlib": rnnlib}
-
-# (rtol, atol) for comparing rnnlib with Flax, keyed by the dtype of the result.
-# bfloat16 has an 8-bit mantissa; two correct implementations that round in a
-# different order drift apart by a few units in the last place over a sequence.
-TOLERANCES = {
-    "float32": dict(rtol=1e-5, atol=1e-6),
-    "bfloat16": dict(rtol=2e-2, atol=2e-2),
-    "complex64": dict(rtol=1e-5, atol=1e-6),
-}
-# Gradients sum many products, so their rounding error grows with the sequence.
-GRAD_TOLERANCES = dict(rtol=1e-4, atol=1e-5)
 
 BATCH_DIMS = [(), (2,), (2, 3)]
 BATCH_IDS = ["no-batch", "batch", "batch2x3"]
@@ -116,6 +106,14 @@ CONV_CELLS = [
 
 ALL_CELLS = DENSE_CELLS + CUSTOM_FN_CELLS + CONV_CELLS
 CELLS_BY_ID = {case.id: case for case in ALL_CELLS}
+
+# Rounded terms per element (tests/tolerance.py) in the parity tests: the longest sum in
+# one step of the cells above, and over the TIME steps of a sequence. A gradient test
+# counts its own with tolerance.recurrent_terms, which adds the rows summed.
+STEP_TERMS = max(
+    tolerance.step_terms(case.make(rnnlib), case.feature_shape[-1]) for case in ALL_CELLS
+)
+OUTPUT_TERMS = TIME * STEP_TERMS
 
 
 def cell_params(ids):
@@ -242,61 +240,40 @@ def _to_numpy(x):
     return np.asarray(x)
 
 
-def assert_trees_close(actual, expected, *, rtol, atol, check_dtype=True, label=""):
-    """Same structure, shapes and (optionally) dtypes, and values within the tolerances.
+def assert_trees_close(actual, expected, *, terms, check_dtype=True, label=""):
+    """Same structure, shapes and (optionally) dtypes, and values within the rounding
+    bound of ``tests.tolerance`` for ``terms`` rounded terms per element.
 
     ``label`` names the case in failure messages.
     """
     actual, expected = plain(actual), plain(expected)
-    assert jax.tree_util.tree_structure(actual) == jax.tree_util.tree_structure(expected), (
-        f"{label}: structures differ:\n{jax.tree_util.tree_structure(actual)}\n"
-        f"{jax.tree_util.tree_structure(expected)}"
-    )
-    flat, _ = jax.tree_util.tree_flatten_with_path(expected)
-    for (path, want), got in zip(flat, jax.tree_util.tree_leaves(actual)):
-        where = f"{label}{jax.tree_util.keystr(path) or ' output'}"
-        assert np.shape(got) == np.shape(want), (
-            f"{where}: shape {np.shape(got)}, expected {np.shape(want)}"
+    if check_dtype:
+        assert signature(actual) == signature(expected), (
+            f"{label}: shapes or dtypes differ:\n{signature(actual)}\n{signature(expected)}"
         )
-        if check_dtype:
-            assert jnp.result_type(got) == jnp.result_type(want), (
-                f"{where}: dtype {jnp.result_type(got)}, expected {jnp.result_type(want)}"
-            )
-        np.testing.assert_allclose(
-            _to_numpy(got), _to_numpy(want), rtol=rtol, atol=atol, err_msg=where
-        )
+    tolerance.assert_close(actual, expected, terms=terms, label=label)
 
 
-def tolerance_for(tree):
-    """The loosest tolerance any leaf's dtype calls for."""
-    names = {jnp.result_type(leaf).name for leaf in jax.tree_util.tree_leaves(tree)}
-    for name in ("bfloat16", "complex64", "float32"):
-        if name in names:
-            return TOLERANCES[name]
-    return TOLERANCES["float32"]
+def assert_matches_flax(actual, expected, *, label="", terms=None):
+    """rnnlib's result equals Flax's up to rounding (``OUTPUT_TERMS`` unless ``terms``)."""
+    assert_trees_close(actual, expected, label=label, terms=terms or OUTPUT_TERMS)
 
 
-def assert_matches_flax(actual, expected, *, label="", **tolerance):
-    """rnnlib's result equals Flax's within the tolerance of its dtype."""
-    tolerance = tolerance or tolerance_for(expected)
-    assert_trees_close(actual, expected, label=label, **tolerance)
-
-
-def assert_each_matches_flax(pairs, **tolerance):
+def assert_each_matches_flax(pairs, *, terms=None):
     """``pairs`` maps a case name to ``(rnnlib_result, flax_result)``; each must match."""
     assert pairs
     for name, (actual, expected) in pairs.items():
-        assert_matches_flax(actual, expected, label=name, **tolerance)
+        assert_matches_flax(actual, expected, label=name, terms=terms)
 
 
 def assert_apply_matches_flax(
-    flax_module, module, variables, x, *, num_batch_dims=None, tolerance=None, **kwargs
+    flax_module, module, variables, x, *, num_batch_dims=None, terms=None, **kwargs
 ):
     """``module.apply(variables, x, **kwargs)`` equals Flax's; returns rnnlib's result.
 
     Flax's result comes from ``jit_apply``, or, given ``num_batch_dims``, from
-    ``flax_reference`` (which lifts Flax's one-batch-dim limit). ``tolerance`` is
-    ``dict(rtol=..., atol=...)``; without it the dtype of Flax's result decides.
+    ``flax_reference`` (which lifts Flax's one-batch-dim limit). ``terms`` is passed
+    to ``assert_matches_flax``.
     """
     got = module.apply(variables, x, **kwargs)
     if num_batch_dims is None:
@@ -305,7 +282,7 @@ def assert_apply_matches_flax(
         expected = flax_reference(
             flax_module, variables, x, num_batch_dims=num_batch_dims, **kwargs
         )
-    assert_matches_flax(got, expected, **(tolerance or {}))
+    assert_matches_flax(got, expected, terms=terms)
     return got
 
 

@@ -17,15 +17,17 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from numpy.testing import assert_allclose
 
 import rnnlib
 from rnnlib import interop
+from tests.tolerance import assert_close, assert_identical
 
 CELLS = ["LSTMCell", "OptimizedLSTMCell", "GRUCell", "SimpleCell"]
 IN, H, BATCH, TIME = 3, 5, 4, 6
 LENGTHS = np.array([6, 2, 5, 1])  # no zero: NNX returns a padded step's carry for those
-TOL = dict(rtol=1e-5, atol=1e-6)
+# Rounded terms per element (tests/tolerance.py): a step sums IN + H products and a bias,
+# over TIME steps.
+TERMS = (IN + H + 1) * TIME
 
 RNN_FLAGS = {
     "default": {},
@@ -106,22 +108,8 @@ def nnx_params(module):
     return {jax.tree_util.keystr(path).removesuffix(".value"): value for path, value in flat}
 
 
-def assert_bitwise_equal(a, b):
-    leaves_a, tree_a = jax.tree_util.tree_flatten(a)
-    leaves_b, tree_b = jax.tree_util.tree_flatten(b)
-    assert tree_a == tree_b
-    for x, y in zip(leaves_a, leaves_b):
-        x, y = np.asarray(x), np.asarray(y)
-        assert x.dtype == y.dtype and x.shape == y.shape
-        assert x.tobytes() == y.tobytes()
-
-
 def assert_trees_close(a, b):
-    leaves_a, tree_a = jax.tree_util.tree_flatten(a)
-    leaves_b, tree_b = jax.tree_util.tree_flatten(b)
-    assert tree_a == tree_b
-    for x, y in zip(leaves_a, leaves_b):
-        assert_allclose(np.asarray(x), np.asarray(y), **TOL)
+    assert_close(a, b, terms=TERMS)
 
 
 def nnx_config(module):
@@ -187,7 +175,7 @@ def test_lstm_forget_gate_input_layer_is_if_in_rnnlib_and_if__in_nnx():
     cell = rnnlib.LSTMCell(features=H)
     variables = init_rnnlib(cell)
     converted = interop.to_nnx(cell, variables)
-    assert_bitwise_equal(
+    assert_identical(
         nnx_params(converted)["['if_']['kernel']"], variables["params"]["if"]["kernel"]
     )
     back, back_variables = interop.from_nnx(converted)
@@ -200,13 +188,9 @@ def test_optimized_lstm_fused_columns_are_gates_i_f_g_o_with_the_bias_on_the_hid
     converted = nnx_params(interop.to_nnx(cell, {"params": params}))
     for k, gate in enumerate("ifgo"):
         block = slice(k * H, (k + 1) * H)
-        assert_bitwise_equal(
-            converted["['dense_i']['kernel']"][:, block], params[f"i{gate}"]["kernel"]
-        )
-        assert_bitwise_equal(
-            converted["['dense_h']['kernel']"][:, block], params[f"h{gate}"]["kernel"]
-        )
-        assert_bitwise_equal(converted["['dense_h']['bias']"][block], params[f"h{gate}"]["bias"])
+        assert_identical(converted["['dense_i']['kernel']"][:, block], params[f"i{gate}"]["kernel"])
+        assert_identical(converted["['dense_h']['kernel']"][:, block], params[f"h{gate}"]["kernel"])
+        assert_identical(converted["['dense_h']['bias']"][block], params[f"h{gate}"]["bias"])
     assert "['dense_i']['bias']" not in converted
 
 
@@ -216,13 +200,9 @@ def test_gru_fused_columns_are_gates_r_z_n_with_biases_on_the_input_side_only():
     converted = nnx_params(interop.to_nnx(cell, {"params": params}))
     for k, gate in enumerate("rzn"):
         block = slice(k * H, (k + 1) * H)
-        assert_bitwise_equal(
-            converted["['dense_i']['kernel']"][:, block], params[f"i{gate}"]["kernel"]
-        )
-        assert_bitwise_equal(converted["['dense_i']['bias']"][block], params[f"i{gate}"]["bias"])
-        assert_bitwise_equal(
-            converted["['dense_h']['kernel']"][:, block], params[f"h{gate}"]["kernel"]
-        )
+        assert_identical(converted["['dense_i']['kernel']"][:, block], params[f"i{gate}"]["kernel"])
+        assert_identical(converted["['dense_i']['bias']"][block], params[f"i{gate}"]["bias"])
+        assert_identical(converted["['dense_h']['kernel']"][:, block], params[f"h{gate}"]["kernel"])
     assert "['dense_h']['bias']" not in converted
 
 
@@ -237,9 +217,9 @@ def test_simple_cell_layers_i_and_h_are_nnx_dense_i_and_dense_h():
     cell = rnnlib.SimpleCell(features=H)
     params = init_rnnlib(cell)["params"]
     converted = nnx_params(interop.to_nnx(cell, {"params": params}))
-    assert_bitwise_equal(converted["['dense_i']['kernel']"], params["i"]["kernel"])
-    assert_bitwise_equal(converted["['dense_i']['bias']"], params["i"]["bias"])
-    assert_bitwise_equal(converted["['dense_h']['kernel']"], params["h"]["kernel"])
+    assert_identical(converted["['dense_i']['kernel']"], params["i"]["kernel"])
+    assert_identical(converted["['dense_i']['bias']"], params["i"]["bias"])
+    assert_identical(converted["['dense_h']['kernel']"], params["h"]["kernel"])
 
 
 @pytest.mark.parametrize("name", CELLS)
@@ -528,7 +508,7 @@ def test_rnnlib_to_nnx_to_rnnlib_is_exact(case):
     variables = init_rnnlib(module)
     back, back_variables = interop.from_nnx(interop.to_nnx(module, variables))
     assert back == module
-    assert_bitwise_equal(back_variables, variables)
+    assert_identical(back_variables, variables)
     if isinstance(module, rnnlib.Bidirectional):
         assert back.shares_parameters == module.shares_parameters
         assert (back.backward_rnn is back.forward_rnn) == (
@@ -574,7 +554,7 @@ def test_nnx_to_rnnlib_to_nnx_is_exact(case):
     want, got = nnx_params(original), nnx_params(back)
     assert set(got) == set(want)
     for path in want:
-        assert_bitwise_equal(got[path], want[path])
+        assert_identical(got[path], want[path])
 
 
 # -- refusals ---------------------------------------------------------------------------------

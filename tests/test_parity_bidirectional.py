@@ -10,7 +10,6 @@ from tests.parity_helpers import (
     BATCH_IDS,
     CELLS_BY_ID,
     TIME,
-    TOLERANCES,
     assert_apply_matches_flax,
     assert_either_init_matches_flax,
     assert_matches_flax,
@@ -242,7 +241,6 @@ def test_bidirectional_with_bfloat16_compute_matches_flax():
         bi,
         variables,
         x,
-        tolerance=TOLERANCES["bfloat16"],
         seq_lengths=sequence_lengths((2,)),
     )
 
@@ -262,7 +260,6 @@ def test_bidirectional_with_complex64_params_matches_flax():
         bi,
         variables,
         x,
-        tolerance=TOLERANCES["complex64"],
         seq_lengths=sequence_lengths((2,)),
     )
 

@@ -16,7 +16,6 @@ from tests.parity_helpers import (
     CONV_CELLS,
     DENSE_CELLS,
     TIME,
-    TOLERANCES,
     CellCase,
     assert_apply_matches_flax,
     assert_each_matches_flax,
@@ -306,7 +305,7 @@ def test_rnn_with_bfloat16_compute_matches_flax(case):
             flax_rnn.apply(variables, x, seq_lengths=lengths, initial_carry=initial_carry),
         )
 
-    assert_matches_flax(*jit_together(both, variables, x, lengths), **TOLERANCES["bfloat16"])
+    assert_matches_flax(*jit_together(both, variables, x, lengths))
 
 
 @pytest.mark.parametrize(
@@ -325,7 +324,7 @@ def test_rnn_with_complex64_params_matches_flax(case):
             flax_rnn.apply(variables, x, seq_lengths=lengths),
         )
 
-    assert_matches_flax(*jit_together(both, variables, x, lengths), **TOLERANCES["complex64"])
+    assert_matches_flax(*jit_together(both, variables, x, lengths))
 
 
 @pytest.mark.parametrize(
@@ -349,7 +348,7 @@ def test_rnn_with_complex64_inputs_and_float32_params_promotes_the_carry(case):
             flax_rnn.apply(variables, x, seq_lengths=lengths, initial_carry=promoted),
         )
 
-    assert_matches_flax(*jit_together(both, variables, x, lengths), **TOLERANCES["complex64"])
+    assert_matches_flax(*jit_together(both, variables, x, lengths))
 
 
 # ---------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from tests.parity_helpers import (
     random_array,
     sequence_input,
 )
+from tests.tolerance import recurrent_terms
 
 # JAX compiles a program for every new shape, which dominates the running time:
 # few examples, no deadline.
@@ -94,10 +95,11 @@ def test_rnn_matches_flax_or_running_each_sequence_alone(
         )
 
     (carry, outputs), expected = jit_together(both, variables, x, lengths)
+    terms = recurrent_terms(cell, x.shape, steps=data["time"])
     if flax_is_right:
-        assert_matches_flax((carry, outputs), expected)
+        assert_matches_flax((carry, outputs), expected, terms=terms)
         return
-    assert_matches_flax(outputs, expected)
+    assert_matches_flax(outputs, expected, terms=terms)
     # The carry is each sequence's carry after its last valid step.
     expected_carry = final_carries_one_by_one(
         cell,
@@ -108,7 +110,7 @@ def test_rnn_matches_flax_or_running_each_sequence_alone(
         time_major=data["time_major"],
         reverse=reverse,
     )
-    assert_matches_flax(carry, expected_carry)
+    assert_matches_flax(carry, expected_carry, terms=terms)
 
 
 def _cell_params(flax_cell, data, seed):
@@ -158,13 +160,17 @@ def test_bidirectional_matches_flax_or_running_each_sequence_alone(data, merge):
         variables, x, seq_lengths=lengths, return_carry=True
     )
 
+    terms = max(
+        recurrent_terms(rnn.cell, x.shape, steps=data["time"])
+        for rnn in (bi.forward_rnn, bi.backward_rnn)
+    )
     if _one_batch_dim_and_no_empty_sequence(data):
         expected = jit_apply(flax_bi, variables, x, seq_lengths=lengths, return_carry=True)
-        assert_matches_flax(((carry_forward, carry_backward), outputs), expected)
+        assert_matches_flax(((carry_forward, carry_backward), outputs), expected, terms=terms)
         return
     # Flax's carries are wrong here; its outputs are not (they skip carry selection).
     flax_outputs = _flax_bidirectional_outputs(flax_bi, variables, x, lengths, data)
-    assert_matches_flax(outputs, flax_outputs)
+    assert_matches_flax(outputs, flax_outputs, terms=terms)
     params = variables["params"]
     common = dict(num_batch_dims=len(data["batch_dims"]), time_major=data["time_major"])
     assert_matches_flax(
@@ -186,6 +192,7 @@ def test_bidirectional_matches_flax_or_running_each_sequence_alone(data, merge):
                 **common,
             ),
         ),
+        terms=terms,
     )
 
 
@@ -253,4 +260,8 @@ def test_conv_lstm_rnn_matches_flax_for_random_signal_shapes(
     variables = jax.tree_util.tree_unflatten(
         treedef, [random_array((seed, i), s.shape, s.dtype, 0.5) for i, s in enumerate(leaves)]
     )
-    assert_matches_flax(rnn.apply(variables, x), jit_apply(flax_rnn, variables, x))
+    assert_matches_flax(
+        rnn.apply(variables, x),
+        jit_apply(flax_rnn, variables, x),
+        terms=recurrent_terms(rnn.cell, x.shape, steps=time),
+    )

@@ -25,6 +25,7 @@ SCRIPT = textwrap.dedent(
     from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
     import rnnlib
+    from tests.tolerance import assert_close
 
     DEVICES, BATCH, TIME, CHANNELS, FEATURES, STEPS, LR = 8, 16, 6, 3, 8, 3, 0.1
     assert jax.device_count() == DEVICES, f"expected 8 devices, got {jax.device_count()}"
@@ -81,11 +82,15 @@ SCRIPT = textwrap.dedent(
     params_one, losses_one = train(params, x, seq_lengths, y)
     params_eight, losses_eight = train(params_8, x_8, lengths_8, y_8)
     assert losses_one[-1] < losses_one[0], losses_one  # SGD made progress: a real comparison
-    np.testing.assert_allclose(losses_eight, losses_one, rtol=1e-5, atol=1e-7)
+    # The 8 devices sum their gradients in another order than one device does. Rounded
+    # terms per element (tests/tolerance.py): each step's LSTM chain and the rows its
+    # gradients sum, over every training step.
+    terms = STEPS * ((CHANNELS + FEATURES + 1) * TIME + BATCH * TIME)
+    assert_close(np.float32(losses_eight), np.float32(losses_one), terms=terms)
     for one, eight in zip(jax.tree_util.tree_leaves(params_one),
                           jax.tree_util.tree_leaves(params_eight)):
         assert eight.sharding.is_fully_replicated, eight.sharding
-        np.testing.assert_allclose(eight, one, rtol=1e-5, atol=1e-6)
+    assert_close(params_eight, params_one, terms=terms)
     print("sharded training over 8 devices matches one device")
     """
 )
@@ -95,7 +100,9 @@ def test_data_parallel_training_on_8_cpu_devices_matches_one_device(tmp_path):
     script = tmp_path / "sharded_training.py"
     script.write_text(SCRIPT)
     env = dict(os.environ)
-    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+    # Kept: XLA settings from the caller's environment (CONTRIBUTING, "Orders of arithmetic").
+    env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=8"
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     env["JAX_PLATFORMS"] = "cpu"
     result = subprocess.run(
         [sys.executable, str(script)],

@@ -11,6 +11,7 @@ jaxpr.
 """
 
 import functools
+import math
 from unittest import mock
 
 import flax.linen as nn
@@ -23,6 +24,7 @@ import rnnlib
 import rnnlib.lstm
 from rnnlib.linear import _conv, _conv_filter_grad_by_patches, conv
 from tests.parity_helpers import CELLS_BY_ID, random_array, random_lengths, sequence_input
+from tests.tolerance import assert_close, assert_identical, recurrent_terms
 
 TIME = 5
 CELL_IDS = ["LSTMCell", "GRUCell", "MGUCell-reset_gate", "SimpleCell-residual", "ConvLSTMCell-2d"]
@@ -33,10 +35,9 @@ def _loss(output):
     return sum(jnp.sum(jnp.sin(leaf * (i + 1))) for i, leaf in enumerate(leaves))
 
 
-def _close(a, b, rtol=1e-5, atol=1e-6):
-    jax.tree_util.tree_map(
-        lambda x, y: np.testing.assert_allclose(x, y, rtol=rtol, atol=atol), a, b
-    )
+def _rnn_terms(cell, x, *, gradient=True):
+    """Rounded terms per element of an RNN's outputs and (by default) gradients."""
+    return recurrent_terms(cell, x.shape, steps=TIME, gradient=gradient)
 
 
 def _equations(jaxpr, inside_loop=False):
@@ -78,7 +79,7 @@ def test_hoisted_and_in_loop_projections_give_the_same_outputs_carry_and_gradien
     lengths = random_lengths(1, (3,), TIME, minimum=0)
     variables = rnnlib.RNN(cell).init(jax.random.key(0), x)
     run = functools.partial(_outputs_and_gradients, cell, variables, x, lengths)
-    _close(run(hoist=True), run(hoist=False), rtol=1e-5, atol=1e-5)
+    assert_close(run(hoist=True), run(hoist=False), terms=_rnn_terms(cell, x))
 
 
 def test_both_paths_keep_complex_inputs_complex():
@@ -88,7 +89,7 @@ def test_both_paths_keep_complex_inputs_complex():
     hoisted = rnnlib.RNN(cell, hoist_inputs=True).apply(variables, x)
     in_loop = rnnlib.RNN(cell, hoist_inputs=False).apply(variables, x)
     assert hoisted.dtype == in_loop.dtype == jnp.complex64
-    _close(hoisted, in_loop)
+    assert_close(hoisted, in_loop, terms=_rnn_terms(cell, x, gradient=False))
 
 
 @pytest.mark.parametrize("hoist, inside, outside", [(True, 1, 1), (False, 2, 0)])
@@ -137,21 +138,29 @@ def test_patches_rule_gives_lax_convolution_derivatives(window, strides, padding
         padding = jax.lax.padtype_to_pads(x.shape[1:-1], window, strides, padding)
     pads = tuple(tuple(int(p) for p in pair) for pair in padding)
 
-    def loss(fn):
-        return lambda x, k: jnp.sum(jnp.sin(fn(x, k, strides, pads)))
+    def bind(fn):
+        return lambda x, k: fn(x, k, strides, pads)
 
-    plain, patches = loss(_conv), loss(_conv_filter_grad_by_patches)
-    _close(patches(x, kernel), plain(x, kernel))
-    _close(jax.grad(patches, (0, 1))(x, kernel), jax.grad(plain, (0, 1))(x, kernel), 1e-4, 1e-5)
+    plain, patches = bind(_conv), bind(_conv_filter_grad_by_patches)
+    y = plain(x, kernel)
+    # A window's sum per output; the kernel's derivative also sums over every output row.
+    terms = math.prod(window) * x.shape[-1] + math.prod(y.shape[:-1])
+    assert_close(patches(x, kernel), y, terms=terms)
+
+    def pullback(fn):  # a VJP with a cotangent that is not all ones
+        return jax.vjp(fn, x, kernel)[1](jnp.cos(y))
+
+    assert_close(pullback(patches), pullback(plain), terms=terms)
     tangents = (jnp.cos(x), jnp.cos(kernel))
-    _close(
-        jax.jvp(patches, (x, kernel), tangents), jax.jvp(plain, (x, kernel), tangents), 1e-4, 1e-5
+    assert_close(
+        jax.jvp(patches, (x, kernel), tangents), jax.jvp(plain, (x, kernel), tangents), terms=terms
     )
 
     def curvature(fn):  # a Hessian-vector product: reverse over forward
-        return jax.grad(lambda k: jax.jvp(lambda k: fn(x, k), (k,), (k,))[1])(kernel)
+        loss = lambda k: jnp.sum(jnp.sin(fn(x, k)))  # noqa: E731
+        return jax.grad(lambda k: jax.jvp(loss, (k,), (k,))[1])(kernel)
 
-    _close(curvature(patches), curvature(plain), 1e-4, 1e-4)
+    assert_close(curvature(patches), curvature(plain), terms=2 * terms)
 
 
 @pytest.mark.parametrize(
@@ -164,7 +173,7 @@ def test_conv_gradients_equal_a_plain_lax_convolution(window, strides, padding, 
     padding = rnnlib.linear.conv_padding(padding, len(window))
 
     def ours(x, kernel, bias):
-        return jnp.sum(jnp.sin(conv(x, kernel, bias, strides, padding, 1)).real)
+        return conv(x, kernel, bias, strides, padding, 1)
 
     def reference(x, kernel, bias):  # the same convolution, differentiated by JAX's own rules
         shifted = x
@@ -181,15 +190,17 @@ def test_conv_gradients_equal_a_plain_lax_convolution(window, strides, padding, 
             spec = "N" + "DHW"[-len(window) :] + "C"
             numbers = (spec, "DHW"[-len(window) :] + "IO", spec)
         y = jax.lax.conv_general_dilated(shifted, kernel, strides, mode, dimension_numbers=numbers)
-        return jnp.sum(jnp.sin(y + bias).real)
+        return y + bias
 
-    _close(ours(x, kernel, bias), reference(x, kernel, bias), 1e-5, 1e-4)
-    _close(
-        jax.grad(ours, (0, 1, 2))(x, kernel, bias),
-        jax.grad(reference, (0, 1, 2))(x, kernel, bias),
-        1e-4,
-        1e-4,
-    )
+    y = reference(x, kernel, bias)
+    # A window's sum per output; the kernel's and bias's derivatives sum over every row.
+    terms = math.prod(window) * x.shape[-1] + 1 + math.prod(y.shape[:-1])
+    assert_close(ours(x, kernel, bias), y, terms=terms)
+
+    def pullback(fn):  # a VJP with a cotangent that is not all ones
+        return jax.vjp(fn, x, kernel, bias)[1](jnp.cos(y))
+
+    assert_close(pullback(ours), pullback(reference), terms=terms)
 
 
 def test_on_cpu_a_conv_lstm_trains_without_a_kernel_gradient_convolution():
@@ -275,20 +286,20 @@ def test_per_gate_and_fused_lstm_matmuls_give_the_same_outputs_carry_and_gradien
     with mock.patch.object(rnnlib.lstm, "SEPARATE_GATES_MIN_SIZE", 1):
         assert cell.separate_gates(x.shape)
         per_gate = _outputs_and_gradients(cell, variables, x, lengths, hoist)
-    _close(per_gate, fused, rtol=1e-5, atol=1e-5)
+    assert_close(per_gate, fused, terms=_rnn_terms(cell, x))
 
 
 @pytest.mark.skipif(not ON_CPU, reason="the per-gate form is chosen on CPU only")
 @pytest.mark.parametrize(
-    "fields, dtype, tolerance",
+    "fields, dtype",
     [
-        ({"bias_init": None}, jnp.float32, {}),
-        ({"dtype": jnp.bfloat16}, jnp.float32, dict(rtol=2e-2, atol=2e-2)),
-        ({}, jnp.complex64, {}),
+        ({"bias_init": None}, jnp.float32),
+        ({"dtype": jnp.bfloat16}, jnp.float32),
+        ({}, jnp.complex64),
     ],
     ids=["no-bias", "bfloat16", "complex64"],
 )
-def test_per_gate_lstm_keeps_dtypes_and_missing_biases(fields, dtype, tolerance):
+def test_per_gate_lstm_keeps_dtypes_and_missing_biases(fields, dtype):
     cell = rnnlib.LSTMCell(features=4, **fields)
     x = random_array(0, (2, TIME, 3), dtype)
     variables = rnnlib.RNN(cell).init(jax.random.key(0), x.real)
@@ -296,8 +307,7 @@ def test_per_gate_lstm_keeps_dtypes_and_missing_biases(fields, dtype, tolerance)
     with mock.patch.object(rnnlib.lstm, "SEPARATE_GATES_MIN_SIZE", 1):
         per_gate = rnnlib.RNN(cell).apply(variables, x)
     assert per_gate.dtype == fused.dtype
-    as_complex = functools.partial(jnp.asarray, dtype=jnp.complex64)
-    _close(as_complex(per_gate), as_complex(fused), **tolerance)
+    assert_close(per_gate, fused, terms=_rnn_terms(cell, x, gradient=False))
 
 
 @pytest.mark.parametrize(
@@ -328,7 +338,7 @@ def test_a_large_per_gate_lstm_matches_flax_in_value_and_gradient():
     x = random_array(0, (256, 2, 8), jnp.float32)
     variables = flax_rnn.init(jax.random.key(0), x)
     assert rnnlib.LSTMCell(features=512).separate_gates((256, 8)) == ON_CPU
-    _close(_value_and_grad(rnn, variables, x), _value_and_grad(flax_rnn, variables, x), 1e-4, 1e-4)
+    _assert_loss_and_gradients_close(rnn, flax_rnn, variables, x)
 
 
 def _value_and_grad(rnn, variables, x):
@@ -338,6 +348,17 @@ def _value_and_grad(rnn, variables, x):
         return _loss(rnn.apply(variables, x))
 
     return jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))(variables, x)
+
+
+def _assert_loss_and_gradients_close(rnn, flax_rnn, variables, x):
+    """rnnlib's ``_value_and_grad`` equals flax.linen's up to rounding. The loss is a sum
+    of sines (each at most 1 in size) over every output, so its scale is 1, not its value."""
+    (loss, grads), (flax_loss, flax_grads) = (
+        _value_and_grad(each, variables, x) for each in (rnn, flax_rnn)
+    )
+    terms = _rnn_terms(rnn.cell, x)
+    assert_close(loss, flax_loss, terms=terms + x[..., :1].size * rnn.cell.features, scale=1.0)
+    assert_close(grads, flax_grads, terms=terms)
 
 
 # ---------------------------------------------------------------------------
@@ -363,7 +384,8 @@ def _derivatives(cell, variables, x, lengths, hoist):
         return (
             rnn.apply(variables, x, seq_lengths=lengths),
             jax.grad(loss, argnums=(0, 1))(variables, x),
-            jax.value_and_grad(forward)(variables),
+            jax.jvp(lambda v: rnn.apply(v, x, seq_lengths=lengths), (variables,), (direction,)),
+            jax.grad(forward)(variables),
         )
 
     return jax.jit(everything)(variables, x)
@@ -390,7 +412,7 @@ def test_per_gate_and_fused_gradients_agree_to_the_second_order(cell_id, hoist):
     with mock.patch.object(rnnlib.linear, "PER_GATE_GRADIENT_MIN_SIZE", 1):
         assert rnnlib.linear.per_gate_gradient(x.shape, cell.features) == ON_CPU
         per_gate = _derivatives(cell, variables, x, lengths, hoist)
-    _close(per_gate, fused, rtol=1e-5, atol=1e-5)
+    assert_close(per_gate, fused, terms=_rnn_terms(cell, x))
 
 
 @pytest.mark.parametrize("cell_name", ["GRUCell", "LSTMCell"])
@@ -402,7 +424,7 @@ def test_a_per_gate_gradient_cell_matches_flax_in_value_and_gradient(cell_name):
     variables = flax_rnn.init(jax.random.key(0), x)
     assert rnnlib.linear.per_gate_gradient((128, 3), 128) == ON_CPU
     assert not rnnlib.linear.per_gate_gradient((127, 3), 128)
-    _close(_value_and_grad(rnn, variables, x), _value_and_grad(flax_rnn, variables, x), 1e-4, 1e-4)
+    _assert_loss_and_gradients_close(rnn, flax_rnn, variables, x)
 
 
 @pytest.mark.parametrize(
@@ -484,7 +506,7 @@ def test_join_gates_has_the_values_and_derivatives_of_a_concatenation(shape, k, 
     joined = _join_derivatives(rnnlib.linear.join_gates, parts, live)
     concatenated = _join_derivatives(lambda ps: jnp.concatenate(ps, axis=-1), parts, live)
     # Multiplying by one and adding zeros: the same numbers, not merely close ones.
-    jax.tree_util.tree_map(np.testing.assert_array_equal, joined, concatenated)
+    assert_identical(joined, concatenated)
 
 
 @pytest.mark.skipif(not ON_CPU, reason="joins differentiate by matmul on CPU only")

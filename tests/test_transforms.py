@@ -8,7 +8,6 @@ import pytest
 import rnnlib
 from tests.parity_helpers import (
     CELLS_BY_ID,
-    GRAD_TOLERANCES,
     assert_matches_flax,
     assert_same_signature,
     assert_trees_close,
@@ -21,6 +20,7 @@ from tests.parity_helpers import (
     random_variables,
     sequence_input,
 )
+from tests.tolerance import recurrent_terms
 
 TIME = 5
 
@@ -156,7 +156,8 @@ def test_rnn_gradients_wrt_params_and_inputs_match_flax(cell_id, batch_dims, fie
         )
 
     got, expected = jit_together(both, variables, x)
-    assert_trees_close(got, expected, **GRAD_TOLERANCES)
+    terms = recurrent_terms(rnn.cell, x.shape, steps=TIME, gradient=True)
+    assert_trees_close(got, expected, terms=terms)
 
 
 def test_rnn_gradient_wrt_initial_carry_matches_flax():
@@ -172,7 +173,8 @@ def test_rnn_gradient_wrt_initial_carry_matches_flax():
 
         return jax.jit(jax.grad(loss))(carry)
 
-    assert_trees_close(grads(rnn), grads(flax_rnn), **GRAD_TOLERANCES)
+    terms = recurrent_terms(rnn.cell, x.shape, steps=TIME, gradient=True)
+    assert_trees_close(grads(rnn), grads(flax_rnn), terms=terms)
 
 
 @pytest.mark.parametrize("batch_dims", [(2, 3)], ids=["batch2x3"])
@@ -198,7 +200,8 @@ def test_bidirectional_gradients_wrt_params_and_inputs_match_flax(batch_dims):
         )
 
     got, expected = jit_together(both, variables, x)
-    assert_trees_close(got, expected, **GRAD_TOLERANCES)
+    terms = recurrent_terms(bi.forward_rnn.cell, x.shape, steps=TIME, gradient=True)
+    assert_trees_close(got, expected, terms=terms)
 
 
 # ---------------------------------------------------------------------------
