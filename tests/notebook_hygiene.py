@@ -10,6 +10,8 @@ module catches that and the other ways a committed notebook can be stale or nois
 - no stored error, unless the cell is marked as expected to raise (the ``raises-exception`` tag,
   or a ``# NBVAL_RAISES_EXCEPTION`` comment);
 - the file is at most 2 MB;
+- no line of a code cell is longer than 88 characters, the width of a code block on the rendered
+  page (``book/ruff.toml`` formats the chapters to it; comments and strings are wrapped by hand);
 - the first code cell is the Colab setup cell: it installs rnnlib from the repository only when
   running in Colab, and pins neither jax nor flax (Colab ships its own);
 - the first markdown cell has an "Open in Colab" badge pointing at this very notebook.
@@ -41,6 +43,8 @@ import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MAX_BYTES = 2_000_000
+# The line-length of book/ruff.toml: wider code lines scroll sideways on the rendered page.
+MAX_LINE_LENGTH = 88
 SKIPPED_DIRS = {"_build", ".ipynb_checkpoints"}
 # Tags and comment markers under which nbval expects a cell to raise.
 RAISES_TAGS = {"raises-exception", "nbval-raises-exception"}
@@ -190,6 +194,13 @@ def check_notebook(path: Path | str, root: Path = REPO_ROOT) -> list[str]:
                     "outputs are not from one top-to-bottom run. Run `make notebooks`."
                 )
             expected_count += 1
+        for number, line in enumerate(_source(cell).splitlines(), start=1):
+            if len(line) > MAX_LINE_LENGTH:
+                problems.append(
+                    f"{where}, line {number} is {len(line)} characters long; the limit is "
+                    f"{MAX_LINE_LENGTH}, the width of the rendered page. Run `ruff format` on "
+                    "the notebook, and wrap long comments and strings by hand."
+                )
         for output in cell.get("outputs", []):
             kind = output.get("output_type")
             if kind == "stream" and output.get("name") == "stderr":

@@ -6,6 +6,7 @@ Notebooks are built as plain JSON here (no nbformat), so these tests run in both
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import yaml
@@ -203,8 +204,9 @@ def test_setup_cell_that_is_not_first_is_caught(path, root):
 @pytest.mark.parametrize(
     ("old", "new", "complaint"),
     [
-        ('"--quiet", RNNLIB]', '"--quiet", RNNLIB, "jax==0.4.30"]', "must not install or pin jax"),
-        ('"--quiet", RNNLIB]', '"--quiet", RNNLIB, "flax>=0.8"]', "must not install or pin flax"),
+        # "-q" keeps the pinned line within the 88 characters the line-length check allows.
+        ('"--quiet", RNNLIB]', '"-q", RNNLIB, "jax==0.4.30"]', "must not install or pin jax"),
+        ('"--quiet", RNNLIB]', '"-q", RNNLIB, "flax>=0.8"]', "must not install or pin flax"),
         ('if "google.colab" in sys.modules:', "if True:", "install only in Colab"),
         (URL, "https://github.com/someone-else/fork", f"git+{URL}"),
     ],
@@ -215,6 +217,37 @@ def test_wrong_setup_cell_is_caught(path, root, old, new, complaint):
     assert old in notebook["cells"][1]["source"]
     notebook["cells"][1]["source"] = notebook["cells"][1]["source"].replace(old, new)
     one_problem(check(notebook, path, root), "setup cell is wrong", complaint)
+
+
+def test_code_line_longer_than_the_page_is_caught(path, root):
+    notebook = good_notebook(path, root)
+    longest = "x = 3  # " + "a" * (hygiene.MAX_LINE_LENGTH - 9)
+    assert len(longest) == hygiene.MAX_LINE_LENGTH
+    notebook["cells"][5]["source"] = f"{longest}\nassert x == 3"
+    assert check(notebook, path, root) == []  # exactly at the limit: fine
+    notebook["cells"][5]["source"] = f"{longest}a\nassert x == 3"
+    one_problem(check(notebook, path, root), "code cell 5, line 1", "89 characters", "88")
+
+
+def test_long_lines_in_markdown_cells_are_not_code(path, root):
+    notebook = good_notebook(path, root)
+    notebook["cells"][2]["source"] = "Prose wraps on the page. " * 10
+    assert check(notebook, path, root) == []
+
+
+def test_line_length_limit_is_the_one_ruff_formats_the_book_to():
+    config = (BOOK / "ruff.toml").read_text()
+    assert re.search(r"^line-length = (\d+)$", config, re.M)[1] == str(hygiene.MAX_LINE_LENGTH)
+    assert re.search(r'^extend = "\.\./pyproject\.toml"$', config, re.M)
+
+
+def test_every_setup_cell_is_the_canonical_one():
+    # The pattern check accepts variations; the chapters all use the exact text, which is what
+    # CONTRIBUTING tells authors to keep and what test_repo_checks shows ruff leaves unchanged.
+    for notebook in [*CHAPTERS, TEMPLATE]:
+        cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+        setup = next(c for c in cells if c["cell_type"] == "code")
+        assert hygiene._source(setup) == hygiene.setup_cell_source(), notebook.name
 
 
 def test_setup_cell_comment_mentioning_jax_is_fine(path, root):
