@@ -23,7 +23,7 @@ import jax.numpy as jnp
 
 from rnnlib.bidirectional import Bidirectional
 from rnnlib.cell_base import RNNCellBase
-from rnnlib.module import describe
+from rnnlib.module import describe, flax_family
 from rnnlib.rnn import RNN, split_axes
 
 #: The colour of each role in ``Layout.plot`` (and in the book's figures).
@@ -117,35 +117,42 @@ class Layout:
         return ax
 
 
-def layout(module, input_shape, *, time_major: bool = False) -> Layout:
+def layout(module, input_shape, *, time_major: bool | None = None) -> Layout:
     """Splits ``input_shape`` into batch, time, signal and feature axes for ``module``.
 
     Arguments:
         module: a cell (``input_shape`` is one step's input, ``(*batch, *features)``),
-            an ``RNN`` or a ``Bidirectional`` (``input_shape`` is a whole sequence).
+            an ``RNN`` or a ``Bidirectional`` (``input_shape`` is a whole sequence):
+            rnnlib's, flax.linen's or flax.nnx's, including cells of your own that
+            subclass one of their ``RNNCellBase`` classes. The split needs only the
+            cell's ``num_feature_axes`` and the ``time_major`` flag, which is the rule
+            all three libraries follow.
         input_shape: the shape to analyse.
-        time_major: for an ``RNN``/``Bidirectional``, whether time is axis 0.
+        time_major: for an ``RNN``/``Bidirectional``, whether time is axis 0; by
+            default the module's own ``time_major`` field.
 
-    Raises the same ``ValueError`` as the module itself when the shape cannot fit it.
+    Raises the ``ValueError`` rnnlib's ``RNN`` raises when the shape has no room for a
+    time axis, and a ``TypeError`` naming the type for anything that is not a cell, an
+    ``RNN`` or a ``Bidirectional``.
     """
     input_shape = tuple(int(n) for n in input_shape)
-    if isinstance(module, RNNCellBase):
+    kind = _kind(module)
+    if kind == "cell":
         if time_major:
             raise ValueError(
                 "time_major only applies to an RNN or Bidirectional; a cell "
                 "reads one step, which has no time axis."
             )
         cell, time_axis = module, None
-        module.check_input_shape(input_shape)
+        if isinstance(module, RNNCellBase):
+            module.check_input_shape(input_shape)
         step_shape = input_shape
-    elif isinstance(module, (RNN, Bidirectional)):
-        cell = module.cell if isinstance(module, RNN) else module.forward_rnn.cell
+    else:
+        if time_major is None:
+            time_major = bool(getattr(module, "time_major", False))
+        cell = module.cell if kind == "rnn" else module.forward_rnn.cell
         _, time_axis = split_axes(cell, input_shape, time_major, owner=module)
         step_shape = input_shape[:time_axis] + input_shape[time_axis + 1 :]
-    else:
-        raise TypeError(
-            f"layout expects a cell, an RNN or a Bidirectional; got {type(module).__name__}."
-        )
 
     n_features = cell.num_feature_axes
     roles = ["batch"] * len(input_shape)
@@ -156,23 +163,10 @@ def layout(module, input_shape, *, time_major: bool = False) -> Layout:
         roles[axis] = "signal"
     roles[-1] = "feature"
 
-    key = jax.random.key(0)
-    carry = _shapes(jax.eval_shape(lambda: cell.initialize_carry(key, step_shape)))
-    if isinstance(module, Bidirectional):
-        backward = module.backward_rnn.cell
-        carry = (carry, _shapes(jax.eval_shape(lambda: backward.initialize_carry(key, step_shape))))
-    x = jnp.zeros(input_shape)
-    if isinstance(module, RNNCellBase):
-
-        def run():
-            c = cell.initialize_carry(key, step_shape)
-            return module.init_with_output(key, c, x)[0][1]
-    else:
-
-        def run():
-            return module.init_with_output(key, x, time_major=time_major)[0]
-
-    output_shape = tuple(jax.eval_shape(run).shape)
+    carry = _carry_shapes(cell, step_shape)
+    if kind == "bidirectional":
+        carry = (carry, _carry_shapes(module.backward_rnn.cell, step_shape))
+    x = jax.ShapeDtypeStruct(input_shape, jnp.float32)
 
     return Layout(
         module=describe(module),
@@ -184,8 +178,67 @@ def layout(module, input_shape, *, time_major: bool = False) -> Layout:
         feature_axes=tuple(range(first_feature, len(input_shape))),
         channels=input_shape[-1],
         carry_shapes=carry,
-        output_shape=output_shape,
+        output_shape=_output_shape(module, kind, x, step_shape, time_major),
     )
+
+
+def _family(module) -> str | None:
+    """Whose calling convention ``module`` follows: ``'rnnlib'``, ``'flax.linen'``,
+    ``'flax.nnx'`` (a reader's subclass included), or ``None``."""
+    if isinstance(module, (RNNCellBase, RNN, Bidirectional)):
+        return "rnnlib"
+    return flax_family(module)
+
+
+def _kind(module) -> str:
+    """``'cell'``, ``'rnn'`` or ``'bidirectional'``; a ``TypeError`` for anything else."""
+    if _family(module):
+        if hasattr(module, "forward_rnn") and hasattr(module, "backward_rnn"):
+            return "bidirectional"
+        if hasattr(getattr(module, "cell", None), "num_feature_axes"):
+            return "rnn"
+        if hasattr(module, "num_feature_axes") and hasattr(module, "initialize_carry"):
+            return "cell"
+    kind = type(module)
+    raise TypeError(
+        "layout expects a cell, an RNN or a Bidirectional (from rnnlib, flax.linen or "
+        f"flax.nnx); got {kind.__module__}.{kind.__qualname__}."
+    )
+
+
+def _carry_shapes(cell, step_shape):
+    """The shapes of ``cell.initialize_carry`` for one step's input, in each API."""
+    if _family(cell) == "flax.nnx":
+        from flax import nnx
+
+        # NNX draws the carry from an Rngs; a fresh one leaves any the cell keeps alone.
+        carry = jax.eval_shape(lambda: cell.initialize_carry(step_shape, rngs=nnx.Rngs(0)))
+    else:
+        carry = jax.eval_shape(lambda: cell.initialize_carry(jax.random.key(0), step_shape))
+    return _shapes(carry)
+
+
+def _output_shape(module, kind, x, step_shape, time_major):
+    """The shape of the module's output for an input like ``x``, computed abstractly."""
+    key = jax.random.key(0)
+    if _family(module) == "flax.nnx":
+        from flax import nnx
+
+        if kind == "cell":
+            carry = module.initialize_carry(step_shape, rngs=nnx.Rngs(0))
+            out = nnx.eval_shape(lambda m, c, x: m(c, x)[1], module, carry, x)
+        else:
+            out = nnx.eval_shape(lambda m, x: m(x, time_major=time_major), module, x)
+    elif kind == "cell":
+
+        def run(x):
+            carry = module.initialize_carry(key, step_shape)
+            return module.init_with_output(key, carry, x)[0][1]
+
+        out = jax.eval_shape(run, x)
+    else:
+        out = jax.eval_shape(lambda x: module.init_with_output(key, x, time_major=time_major)[0], x)
+    return tuple(out.shape)
 
 
 def _shapes(tree):

@@ -61,7 +61,12 @@ class Module:
 
 def describe(module) -> str:
     """``Name(field=value, ...)``, showing the required fields and those changed from
-    their defaults; rnnlib's modules use it as their ``repr`` and in error messages."""
+    their defaults; rnnlib's modules use it as their ``repr`` and in error messages.
+    A Flax module is named with its library and the fields that shape its input,
+    ``flax.linen.RNN(cell=LSTMCell(features=8))``."""
+    family = flax_family(module)
+    if family:
+        return f"{family}.{_describe_flax(module)}"
     if not dataclasses.is_dataclass(module):
         return type(module).__name__
     shown = []
@@ -71,6 +76,26 @@ def describe(module) -> str:
             if field.default is dataclasses.MISSING or value != field.default:
                 shown.append(f"{field.name}={_short(value)}")
     return f"{type(module).__name__}({', '.join(shown)})"
+
+
+def flax_family(module) -> str | None:
+    """``'flax.linen'`` or ``'flax.nnx'`` for a Flax module (a subclass of one included)."""
+    for family in ("flax.nnx", "flax.linen"):
+        if any(kind.__module__.startswith(family + ".") for kind in type(module).__mro__):
+            return family
+    return None
+
+
+def _describe_flax(module) -> str:
+    names = ("in_features", "hidden_features", "features", "kernel_size", "cell")
+    names += ("forward_rnn", "backward_rnn", "time_major")
+    shown = []
+    for name in names:
+        value = getattr(module, name, None)
+        if value is not None and value is not False:
+            text = _describe_flax(value) if flax_family(value) else repr(value)
+            shown.append(f"{name}={text}")
+    return f"{type(module).__qualname__}({', '.join(shown)})"
 
 
 def _short(value) -> str:

@@ -32,7 +32,8 @@ def split_axes(cell: RNNCellBase, shape, time_major: bool, owner=None):
         layout = "(time, *batch, *features)" if time_major else "(*batch, time, *features)"
         axes = "axis" if features == 1 else "axes"
         raise ValueError(
-            f"{describe(owner or cell)} expects inputs shaped {cell.feature_layout(layout)} "
+            f"{describe(owner or cell)} expects inputs shaped "
+            f"{RNNCellBase.feature_layout(cell, layout)} "
             f"({features} feature {axes} after the time axis); got shape {shape}, which has "
             "no time axis."
         )

@@ -3,6 +3,7 @@ names what was expected and what was received."""
 
 import re
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import pytest
@@ -221,8 +222,15 @@ def test_rnn_rejects_a_cell_that_is_not_a_cell():
 
 
 def test_layout_rejects_objects_that_are_not_modules():
-    with _raises(TypeError, "a cell, an RNN or a Bidirectional", "tuple"):
+    with _raises(TypeError, "a cell, an RNN or a Bidirectional", "got builtins.tuple"):
         layout((1, 2), (2, 3))
+    with _raises(TypeError, "from rnnlib, flax.linen or flax.nnx", "flax.linen.linear.Dense"):
+        layout(nn.Dense(3), (2, 3))
+
+
+def test_layout_of_a_flax_rnn_without_room_for_time_names_the_flax_module():
+    with _raises(ValueError, "flax.linen.RNN(cell=ConvLSTMCell(", "got shape (4, 4, 3)"):
+        layout(nn.RNN(nn.ConvLSTMCell(6, (3, 3))), (4, 4, 3))
 
 
 def test_layout_rejects_time_major_for_a_lone_cell():

@@ -1,9 +1,11 @@
 """The init/apply convention, reprs, parameter sharing and the layout helper."""
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from flax import nnx
 from flax.core import freeze
 
 from rnnlib import (
@@ -208,3 +210,85 @@ def test_layout_repr_and_plot_show_every_axis():
     ax = result.plot()
     labels = [t.get_text() for t in ax.texts]
     assert labels.count("signal") == 2 and "time" in labels and "axis 4" in labels
+
+
+class _ReadersCell(nn.RNNCellBase):
+    """A reader's own flax.linen cell: layout needs only its num_feature_axes."""
+
+    features: int
+
+    @nn.compact
+    def __call__(self, carry, x):
+        h = jnp.tanh(nn.Dense(self.features)(x) + carry)
+        return h, h
+
+    def initialize_carry(self, rng, input_shape):
+        return jnp.zeros((*input_shape[:-1], self.features))
+
+    @property
+    def num_feature_axes(self):
+        return 1
+
+
+def _flax_twins():
+    """``{name: (flax module, the rnnlib module with the same configuration, shape)}``."""
+    rngs = nnx.Rngs(0)
+
+    def nnx_rnn(features, **fields):
+        return nnx.RNN(nnx.GRUCell(3, features, rngs=rngs), rngs=rngs, **fields)
+
+    return {
+        "linen-cell": (nn.LSTMCell(4), LSTMCell(4), (2, 3)),
+        "linen-rnn-conv": (
+            nn.RNN(nn.ConvLSTMCell(6, (3, 3))),
+            RNN(ConvLSTMCell(6, (3, 3))),
+            (2, 4, 8, 8, 3),
+        ),
+        "linen-rnn-time_major": (
+            nn.RNN(nn.GRUCell(4), time_major=True),
+            RNN(GRUCell(4), time_major=True),
+            (5, 2, 3),
+        ),
+        "linen-bidirectional": (
+            nn.Bidirectional(nn.RNN(nn.GRUCell(4)), nn.RNN(nn.LSTMCell(5))),
+            Bidirectional(RNN(GRUCell(4)), RNN(LSTMCell(5))),
+            (3, 7, 2),
+        ),
+        "linen-readers-cell": (nn.RNN(_ReadersCell(7)), RNN(SimpleCell(7)), (4, 6, 3)),
+        "nnx-cell": (nnx.LSTMCell(3, 4, rngs=rngs), LSTMCell(4), (2, 3)),
+        "nnx-rnn": (nnx_rnn(4), RNN(GRUCell(4)), (6, 2, 5, 3)),
+        "nnx-bidirectional": (
+            nnx.Bidirectional(nnx_rnn(4), nnx_rnn(5), rngs=rngs),
+            Bidirectional(RNN(GRUCell(4)), RNN(GRUCell(5))),
+            (2, 5, 3),
+        ),
+    }
+
+
+@pytest.mark.parametrize("name", list(_flax_twins()))
+def test_layout_reads_flax_modules_as_it_reads_the_same_rnnlib_module(name):
+    flax_module, twin, shape = _flax_twins()[name]
+    got, want = layout(flax_module, shape), layout(twin, shape)
+    assert got.module.startswith("flax.nnx." if name.startswith("nnx") else "flax.linen.")
+    for field in ("roles", "time_axis", "signal_dims", "channels", "carry_shapes"):
+        assert getattr(got, field) == getattr(want, field), field
+    # The output shape is the one the Flax module itself produces.
+    x = jnp.ones(shape)
+    if name.startswith("nnx"):
+        out = (
+            flax_module(x)
+            if got.time_axis is not None
+            else flax_module(flax_module.initialize_carry(shape, rngs=nnx.Rngs(1)), x)[1]
+        )
+    elif got.time_axis is None:
+        carry = flax_module.initialize_carry(jax.random.key(0), shape)
+        out = flax_module.init_with_output(jax.random.key(0), carry, x)[0][1]
+    else:
+        out = flax_module.init_with_output(jax.random.key(0), x)[0]
+    assert got.output_shape == out.shape == want.output_shape
+
+
+def test_layout_of_a_flax_rnn_follows_its_time_major_field_unless_told_otherwise():
+    rnn = nn.RNN(nn.GRUCell(4), time_major=True)
+    assert layout(rnn, (5, 2, 3)).roles == ("time", "batch", "feature")
+    assert layout(rnn, (5, 2, 3), time_major=False).roles == ("batch", "time", "feature")
