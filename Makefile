@@ -62,6 +62,9 @@ test-lowest: $(LOWEST)/.stamp
 	$(LOWEST)/bin/python -m pytest $(PARALLEL) $(LIBRARY_TESTS) -m "not pinned_env"
 
 # Re-execute every chapter in place, top to bottom, so stored outputs come from a real run.
+# Each chapter's text is first taken from whichever of book/NAME.ipynb and its pair
+# book/md/NAME.md was edited (git tells which, not file times), and the .md is rewritten
+# from the executed notebook afterwards, so the two stay in sync.
 notebooks: env
 	$(PY) -m tests.execute_notebooks book
 
