@@ -1,15 +1,19 @@
 """Repository checks that CI enforces and pre-commit suggests.
 
 - actionlint passes on every workflow, and the workflows do what the README promises;
-- ruff lint and ruff format pass on rnnlib/, tests/ and benchmarks/;
-- .pre-commit-config.yaml runs the same ruff version as requirements.txt, on the same folders,
-  plus the notebook hygiene check;
+- ruff lint and ruff format pass on rnnlib/, tests/, benchmarks/ and the chapters' code in book/
+  (formatted to 88 characters there, by book/ruff.toml);
+- .pre-commit-config.yaml runs the same ruff version as requirements.txt, on the same folders
+  (notebooks included), plus the notebook hygiene check and the jupytext sync of each chapter
+  with its Markdown pair;
 - the README badges and CITATION.cff point at the repository named in _config.yml.
 """
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -18,12 +22,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.notebook_hygiene import REPO_ROOT, load_repository
+from tests.notebook_hygiene import REPO_ROOT, load_repository, setup_cell_source
 
 pytestmark = pytest.mark.pinned_env
 
 WORKFLOWS = sorted((REPO_ROOT / ".github" / "workflows").glob("*.yml"))
-LINTED = ["rnnlib", "tests", "benchmarks"]
+LINTED = ["rnnlib", "tests", "benchmarks", "book"]
 
 
 def tool(name: str) -> str:
@@ -34,8 +38,10 @@ def tool(name: str) -> str:
     return found
 
 
-def run(*command: str) -> subprocess.CompletedProcess:
-    return subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+def run(*command: str, input: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, input=input
+    )
 
 
 def workflow(name: str) -> dict:
@@ -125,19 +131,95 @@ def test_ruff_format_passes():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_ruff_sees_every_chapter_notebook_but_not_their_markdown_pairs():
+    result = run(tool("ruff"), "check", "--show-files", "book")
+    seen = {Path(line).resolve() for line in result.stdout.splitlines() if line.strip()}
+    notebooks = {path.resolve() for path in (REPO_ROOT / "book").glob("*.ipynb")}
+    assert notebooks and notebooks <= seen
+    # book/md holds the same cells as text, which ruff checks in the notebooks; left in, ruff
+    # format would reformat the code quoted in their prose and break the pairs' sync.
+    pairs = sorted(str(path) for path in (REPO_ROOT / "book" / "md").glob("*.md"))
+    result = run(tool("ruff"), "format", "--check", "--force-exclude", *pairs)
+    assert pairs and result.returncode == 0, result.stdout
+    assert "No Python files found" in result.stderr
+
+
+def test_ruff_lint_checks_the_chapters_code(tmp_path):
+    # A copy of a chapter with an unused import, checked under book/'s settings.
+    chapter = json.loads((REPO_ROOT / "book" / "_template.ipynb").read_text())
+    cell = next(c for c in chapter["cells"] if c["cell_type"] == "code")
+    cell["source"] = ["import os\n", *cell["source"]]
+    broken = tmp_path / "broken.ipynb"
+    broken.write_text(json.dumps(chapter))
+    config = str(REPO_ROOT / "book" / "ruff.toml")
+    result = run(tool("ruff"), "check", "--config", config, str(broken))
+    assert result.returncode == 1 and "F401" in result.stdout, result.stdout + result.stderr
+
+
+def test_ruff_formats_the_chapters_to_88_characters_and_the_library_to_100():
+    line = "x = [" + ", ".join(["1000"] * 15) + "]\n"
+    assert len(line.rstrip()) == 94
+
+    def formatted(path):
+        result = run(tool("ruff"), "format", "--stdin-filename", path, "-", input=line)
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    assert formatted("rnnlib/x.py") == line
+    assert formatted("book/x.py") != line and all(
+        len(wrapped) <= 88 for wrapped in formatted("book/x.py").splitlines()
+    )
+
+
+def test_the_colab_setup_cell_is_already_formatted():
+    # tests.notebook_hygiene's canonical cell must survive ruff format at the book's 88
+    # characters, or formatting the chapters would make them disagree with it.
+    source = setup_cell_source() + "\n"
+    result = run(tool("ruff"), "format", "--stdin-filename", "book/x.py", "-", input=source)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == source
+
+
 def test_pre_commit_runs_the_same_checks_as_the_test_command():
     config = yaml.safe_load((REPO_ROOT / ".pre-commit-config.yaml").read_text())
-    hooks = {hook["id"]: (repo, hook) for repo in config["repos"] for hook in repo["hooks"]}
+    hooks = {hook["id"]: hook for repo in config["repos"] for hook in repo["hooks"]}
     for hook_id, command in [("ruff-check", "check"), ("ruff-format", "format")]:
-        _, hook = hooks[hook_id]
+        hook = hooks[hook_id]
         assert hook["entry"].startswith(f".venv/bin/ruff {command}")  # the pinned ruff
+        assert "--force-exclude" in hook["entry"]  # so book/ruff.toml's exclusions hold
         assert all(re.match(hook["files"], f"{folder}/x.py") for folder in LINTED)
-        assert not re.match(hook["files"], "book/ch.ipynb")  # notebooks keep their outputs
+        # Notebooks too: ruff formats their code cells and leaves the outputs alone.
+        assert {"python", "jupyter"} <= set(hook["types_or"])
+        assert re.match(hook["files"], "book/01_the_carry.ipynb")
     assert pinned("ruff")
-    _, hook = hooks["notebook-hygiene"]
+    hook = hooks["notebook-hygiene"]
     assert hook["entry"] == ".venv/bin/python -m tests.notebook_hygiene"
     assert re.match(hook["files"], "book/01_the_carry.ipynb")
     assert not any("strip" in hook_id for hook_id in hooks)
+
+
+def test_pre_commit_syncs_each_chapter_with_its_markdown_pair():
+    config = yaml.safe_load((REPO_ROOT / ".pre-commit-config.yaml").read_text())
+    hooks = [hook for repo in config["repos"] for hook in repo["hooks"]]
+    ids = [hook["id"] for hook in hooks]
+    sync = hooks[ids.index("jupytext-sync")]
+    # The pinned jupytext; in pre-commit mode the staged file of a pair is its source, whatever
+    # the files' modification times.
+    entry = shlex.split(sync["entry"])
+    assert entry[:2] == [".venv/bin/jupytext", "--sync"] and "--pre-commit-mode" in entry
+    assert pinned("jupytext")
+    # Formatting goes through jupytext, so that the notebook and its pair get the same code: the
+    # pinned ruff, formatting a notebook (--pipe-fmt ipynb) under book/'s settings.
+    assert entry[entry.index("--pipe-fmt") + 1] == "ipynb"
+    pipe = shlex.split(entry[entry.index("--pipe") + 1])
+    assert pipe[:2] == [".venv/bin/ruff", "format"]
+    assert pipe[pipe.index("--stdin-filename") + 1].startswith("book/") and pipe[-1] == "-"
+    for path in ["book/01_the_carry.ipynb", "book/_template.ipynb", "book/md/01_the_carry.md"]:
+        assert re.match(sync["files"], path), path
+    for path in ["book/intro.md", "book/api.md", "README.md", "tests/x.ipynb"]:
+        assert not re.match(sync["files"], path), path
+    # Synced first, so ruff and the hygiene check see the notebook that will be committed.
+    assert ids.index("jupytext-sync") < min(ids.index(i) for i in ["ruff-check", "ruff-format"])
 
 
 def test_readme_badges_point_at_the_configured_repository():
