@@ -20,7 +20,7 @@ UV := uv==0.13.9
 install = $(1)/bin/python -m pip install --quiet $(UV) && \
 	$(1)/bin/python -m uv pip install --quiet --compile-bytecode --python $(1)/bin/python $(2)
 
-.PHONY: env book test test-pinned test-lowest notebooks bench clean
+.PHONY: env book test test-pinned test-lowest test-arithmetic notebooks bench clean
 
 env: $(VENV)/.stamp
 $(VENV)/.stamp: requirements.txt pyproject.toml
@@ -56,10 +56,15 @@ test-pinned: env $(FLAX06)/.stamp
 LIBRARY_TESTS := tests/test_errors.py tests/test_module.py tests/test_parity_cells.py \
 	tests/test_parity_rnn.py tests/test_parity_bidirectional.py tests/test_properties.py \
 	tests/test_transforms.py tests/test_legacy.py tests/test_interop.py tests/test_sharding.py \
-	tests/test_speed_paths.py
+	tests/test_speed_paths.py tests/test_tolerance.py
 
 test-lowest: $(LOWEST)/.stamp
 	$(LOWEST)/bin/python -m pytest $(PARALLEL) $(LIBRARY_TESTS) -m "not pinned_env"
+
+# The tests that compare two orders of arithmetic, again under each XLA CPU setting of
+# tests/arithmetic.py (CONTRIBUTING, "Orders of arithmetic"): about 8 minutes a setting.
+test-arithmetic: env $(FLAX06)/.stamp
+	$(PY) -m tests.arithmetic
 
 # Re-execute every chapter in place, top to bottom, so stored outputs come from a real run.
 # Each chapter's text is first taken from whichever of book/NAME.ipynb and its pair

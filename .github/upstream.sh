@@ -28,9 +28,10 @@ mkdir -p "$REPORT/notebooks"
 "$PYTHON" -m venv "$VENV"
 "$PY" -m pip install --quiet --upgrade pip
 # No version pins: whatever PyPI serves today. Only the book toolchain's major version is held
-# (Jupyter Book 2 is a different program), and the lint tools stay at the project's pins, because a
-# new lint rule is not upstream breakage.
-mapfile -t LINT_PINS < <(grep -E '^(ruff|actionlint[a-z-]*)==' requirements.txt)
+# (Jupyter Book 2 is a different program), and the lint tools and jupytext stay at the project's
+# pins, because a new lint rule or a new header in the chapters' Markdown pairs is not upstream
+# breakage.
+mapfile -t LINT_PINS < <(grep -E '^(ruff|actionlint[a-z-]*|jupytext)==' requirements.txt)
 "$PY" -m pip install --quiet --upgrade \
   jax jaxlib flax optax numpy matplotlib \
   "jupyter-book<2" nbval nbclient nbformat ipykernel \

@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import flax.linen as nn
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -93,8 +94,7 @@ def test_terms_count_one_step_sum_over_the_steps_plus_the_rows_of_a_gradient():
     assert step_terms(conv, 2) == 9 * (2 + 3) + 1
     assert recurrent_terms(dense, (2, 5, 3), steps=5) == 5 * 8
     assert recurrent_terms(dense, (2, 5, 3), steps=5, gradient=True) == 5 * 8 + 2 * 5
-    flax_cell = pytest.importorskip("flax.linen").ConvLSTMCell(3, (3, 3))
-    assert step_terms(flax_cell, 2) == step_terms(conv, 2)  # the same fields in Flax
+    assert step_terms(nn.ConvLSTMCell(3, (3, 3)), 2) == step_terms(conv, 2)  # Flax's fields
 
 
 def test_every_comparison_in_the_suite_goes_through_the_rule():
@@ -107,3 +107,19 @@ def test_every_comparison_in_the_suite_goes_through_the_rule():
         if any(word in line for word in words)
     ]
     assert not offenders, offenders
+
+
+def test_contributing_lists_every_arithmetic_setting_that_tests_arithmetic_runs():
+    from tests.arithmetic import COMPARISON_TESTS, SETTINGS
+
+    text = (Path(__file__).parents[1] / "CONTRIBUTING.md").read_text()
+    section = text.split("## Orders of arithmetic", 1)[1].split("\n## ", 1)[0]
+    for name, flags in SETTINGS.items():
+        assert f"| `{name}` | `{flags}` |" in section, name
+    # Every module that compares through the rule is among the comparison tests.
+    users = {
+        f"tests/{path.name}"
+        for path in Path(__file__).parent.glob("test_*.py")
+        if "assert_close(" in path.read_text() or "assert_matches_flax(" in path.read_text()
+    }
+    assert users <= set(COMPARISON_TESTS), users - set(COMPARISON_TESTS)
