@@ -20,7 +20,7 @@ UV := uv==0.13.9
 install = $(1)/bin/python -m pip install --quiet $(UV) && \
 	$(1)/bin/python -m uv pip install --quiet --compile-bytecode --python $(1)/bin/python $(2)
 
-.PHONY: env book test test-pinned test-lowest test-arithmetic notebooks bench clean
+.PHONY: env book lab test test-pinned test-lowest test-arithmetic notebooks bench clean
 
 env: $(VENV)/.stamp
 $(VENV)/.stamp: requirements.txt pyproject.toml
@@ -44,6 +44,11 @@ $(FLAX06)/.stamp: tests/oracle/requirements-flax06.txt
 # `make test` checks with nbval; `make notebooks` regenerates them.
 book: env
 	$(VENV)/bin/jupyter-book build . -W -n --keep-going
+
+# Open the chapters in JupyterLab, in the pinned environment: what the intro tells readers
+# who run the book locally. With jupytext installed, the .md pairs in book/md open as notebooks.
+lab: env
+	$(VENV)/bin/jupyter-lab book/
 
 # Every test: unit, property, parity with Flax, hygiene, strict nbval over every
 # chapter, then the unit tests again on the lowest supported jax and flax.
