@@ -1,17 +1,23 @@
+#!/usr/bin/env python3
 """Notebook hygiene: checks that nbval cannot make by itself.
 
 nbval compares a fresh run of each cell with the output stored in the notebook. A cell that was
 never executed stores no output, so nbval has nothing to compare and passes it silently. This
-module catches that and the other ways a committed notebook can be stale or noisy:
+file catches that and the other ways a committed notebook can be stale or noisy. Its generic
+rules apply to any notebook:
 
 - every non-empty code cell has an ``execution_count``, and the counts run 1, 2, 3, ... in order,
   so the stored outputs come from one top-to-bottom run;
-- no stored stderr stream (warnings and other noise);
+- no stored stderr stream (warnings and other noise, which often carry paths of one machine);
 - no stored error, unless the cell is marked as expected to raise (the ``raises-exception`` tag,
   or a ``# NBVAL_RAISES_EXCEPTION`` comment);
 - the file is at most 2 MB;
-- no line of a code cell is longer than 88 characters, the width of a code block on the rendered
-  page (``book/ruff.toml`` formats the chapters to it; comments and strings are wrapped by hand);
+- no line of a code cell is longer than 88 characters (``--max-line-length``), the width of a
+  code block on this book's rendered page (``book/ruff.toml`` formats the chapters to it).
+
+This book's chapters (notebooks in the ``book/`` folder of the repository that holds this file,
+when it has a ``_config.yml``) must also follow two rules of the book's own:
+
 - the first code cell is the Colab setup cell: it installs rnnlib from the repository only when
   running in Colab, and pins neither jax nor flax (Colab ships its own);
 - the first markdown cell has an "Open in Colab" badge pointing at this very notebook.
@@ -20,26 +26,35 @@ The repository address comes from ``_config.yml`` (``repository.url`` and ``repo
 the one place it lives. :func:`badge_markdown` and :func:`setup_cell_source` give the canonical
 text, so chapter authors and the template paste exactly what the check expects.
 
-Command line, from the repository root::
+The generic rules need nothing but the Python standard library (3.8 or newer), so the file works
+on its own, outside this repository:
+
+- as a pre-commit hook: ``.pre-commit-hooks.yaml`` at the repository root defines the hook
+  ``notebook-hygiene``, which runs this file (``language: script``) on the notebooks pre-commit
+  hands it, with ``--generic``;
+- as a command, on a copy of this one file: ``python notebook_hygiene.py --generic notebooks/``.
+
+Command line, from this repository's root::
 
     python -m tests.notebook_hygiene              # every notebook under book/
     python -m tests.notebook_hygiene book/ch1.ipynb other_dir/
+    python tests/notebook_hygiene.py --generic some/notebooks/
 
 A folder is searched recursively, skipping ``_build``, ``.ipynb_checkpoints`` and files whose name
 starts with ``_`` (such as ``book/_template.ipynb``). A file named explicitly is always checked.
-The exit status is 1 when any problem is found.
+``--generic`` leaves out the book's own rules even for the book's chapters. The exit status is 1
+when any problem is found.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-
-import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MAX_BYTES = 2_000_000
@@ -53,6 +68,12 @@ COLAB_BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
 _COLAB_LINK = re.compile(r"https://colab\.research\.google\.com/github/[^\s)\"'>\]]+")
 _COLAB_GUARD = re.compile(r"""["']google\.colab["']\s+in\s+sys\.modules""")
 _PINNED_PACKAGES = re.compile(r"\b(jax|jaxlib|flax)\b")
+# How to get outputs from one clean run: in this book, and anywhere else.
+RERUN_BOOK = "Run `make notebooks`."
+RERUN_GENERIC = (
+    "Run it again top to bottom in a fresh kernel (Restart & Run All, or "
+    "`jupyter execute --inplace NOTEBOOK`) and save it."
+)
 
 
 @dataclass(frozen=True)
@@ -82,6 +103,10 @@ class Repository:
 
 def load_repository(root: Path = REPO_ROOT) -> Repository:
     """Read ``repository.url`` and ``repository.branch`` from ``root/_config.yml``."""
+    # Imported here: only the book's own rules read _config.yml, and the generic rules need
+    # nothing outside the standard library.
+    import yaml
+
     config = yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8"))
     repository = config.get("repository") or {}
     url, branch = repository.get("url"), repository.get("branch", "main")
@@ -95,6 +120,22 @@ def _relative_posix(notebook: Path, root: Path) -> str:
         return Path(notebook).resolve().relative_to(root.resolve()).as_posix()
     except ValueError:
         raise ValueError(f"{notebook} is not inside the repository at {root}.") from None
+
+
+def is_book_notebook(notebook: Path | str, root: Path = REPO_ROOT) -> bool:
+    """Whether ``notebook`` is one of this book's chapters, which get the book's own rules.
+
+    That is, it lies in the ``book/`` folder of ``root``, a repository with a ``_config.yml``. A
+    reader's notebooks, checked through the pre-commit hook, never lie inside the copy of this
+    repository that pre-commit keeps.
+    """
+    if not (root / "_config.yml").is_file():
+        return False
+    try:
+        Path(notebook).resolve().relative_to((root / "book").resolve())
+    except ValueError:
+        return False
+    return True
 
 
 def colab_url(notebook: Path | str, root: Path = REPO_ROOT) -> str:
@@ -162,22 +203,11 @@ def _setup_cell_problems(cell: dict, repo: Repository) -> list[str]:
     return problems
 
 
-def check_notebook(path: Path | str, root: Path = REPO_ROOT) -> list[str]:
-    """Every hygiene problem of one notebook, each as a readable sentence. Empty when clean."""
-    path = Path(path)
+def generic_problems(
+    cells: list[dict], rerun: str = RERUN_GENERIC, max_line_length: int = MAX_LINE_LENGTH
+) -> list[str]:
+    """The problems of a notebook's cells under the rules that apply to any notebook."""
     problems = []
-    size = path.stat().st_size
-    if size > MAX_BYTES:
-        problems.append(
-            f"the file is {size:,} bytes; the limit is {MAX_BYTES:,}. Make figures smaller or "
-            "print less."
-        )
-    try:
-        notebook = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        return [*problems, f"it is not a readable notebook (invalid JSON: {error})"]
-    cells = notebook.get("cells", [])
-
     expected_count = 1
     never_executed = []
     for index, cell in enumerate(cells):
@@ -191,15 +221,15 @@ def check_notebook(path: Path | str, root: Path = REPO_ROOT) -> list[str]:
             elif count != expected_count:
                 problems.append(
                     f"{where} has execution_count {count}, expected {expected_count}: the "
-                    "outputs are not from one top-to-bottom run. Run `make notebooks`."
+                    f"outputs are not from one top-to-bottom run. {rerun}"
                 )
             expected_count += 1
         for number, line in enumerate(_source(cell).splitlines(), start=1):
-            if len(line) > MAX_LINE_LENGTH:
+            if len(line) > max_line_length:
                 problems.append(
                     f"{where}, line {number} is {len(line)} characters long; the limit is "
-                    f"{MAX_LINE_LENGTH}, the width of the rendered page. Run `ruff format` on "
-                    "the notebook, and wrap long comments and strings by hand."
+                    f"{max_line_length}, the width of the rendered page. Format the code "
+                    "(ruff format), and wrap long comments and strings by hand."
                 )
         for output in cell.get("outputs", []):
             kind = output.get("output_type")
@@ -214,15 +244,19 @@ def check_notebook(path: Path | str, root: Path = REPO_ROOT) -> list[str]:
 
     if never_executed:
         which = ", ".join(map(str, never_executed))
-        cells_have = (
-            f"code cell {which} has" if len(never_executed) == 1 else f"code cells {which} have"
-        )
+        one = len(never_executed) == 1
+        cells_have = f"code cell {which} has" if one else f"code cells {which} have"
         problems.insert(
             0,
-            f"{cells_have} no execution_count: never executed, so nbval would pass them "
-            "without checking anything. Run `make notebooks`.",
+            f"{cells_have} no execution_count: never executed, so nbval would pass "
+            f"{'it' if one else 'them'} without checking anything. {rerun}",
         )
+    return problems
 
+
+def book_problems(path: Path, cells: list[dict], root: Path) -> list[str]:
+    """The problems of one of this book's chapters under the book's own rules."""
+    problems = []
     repo = load_repository(root)
     code_cells = [c for c in cells if c.get("cell_type") == "code" and _source(c).strip()]
     setup = code_cells[0] if code_cells else None
@@ -254,6 +288,40 @@ def check_notebook(path: Path | str, root: Path = REPO_ROOT) -> list[str]:
     return problems
 
 
+def check_notebook(
+    path: Path | str,
+    root: Path = REPO_ROOT,
+    *,
+    book_rules: bool | None = None,
+    max_line_length: int = MAX_LINE_LENGTH,
+) -> list[str]:
+    """Every hygiene problem of one notebook, each as a readable sentence. Empty when clean.
+
+    ``book_rules`` adds this book's own rules (the Colab setup cell and badge); by default they
+    apply exactly to the book's chapters (:func:`is_book_notebook`).
+    """
+    path = Path(path)
+    if book_rules is None:
+        book_rules = is_book_notebook(path, root)
+    problems = []
+    size = path.stat().st_size
+    if size > MAX_BYTES:
+        problems.append(
+            f"the file is {size:,} bytes; the limit is {MAX_BYTES:,}. Make figures smaller or "
+            "print less."
+        )
+    try:
+        notebook = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        return [*problems, f"it is not a readable notebook (invalid JSON: {error})"]
+    cells = notebook.get("cells", [])
+    rerun = RERUN_BOOK if book_rules else RERUN_GENERIC
+    problems += generic_problems(cells, rerun, max_line_length)
+    if book_rules:
+        problems += book_problems(path, cells, root)
+    return problems
+
+
 def find_notebooks(paths: Iterable[Path | str]) -> Iterator[Path]:
     """Notebooks named by ``paths``: files as given; folders searched as described above."""
     for path in map(Path, paths):
@@ -267,12 +335,34 @@ def find_notebooks(paths: Iterable[Path | str]) -> Iterator[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    paths = (sys.argv[1:] if argv is None else argv) or [str(REPO_ROOT / "book")]
+    parser = argparse.ArgumentParser(
+        description="Check that committed notebooks hold the outputs of one clean run.",
+    )
+    parser.add_argument(
+        "paths", nargs="*", help="notebooks, or folders to search (default: this book's book/)"
+    )
+    parser.add_argument(
+        "--generic",
+        action="store_true",
+        help="only the rules for any notebook, even for this book's chapters",
+    )
+    parser.add_argument(
+        "--max-line-length",
+        type=int,
+        default=MAX_LINE_LENGTH,
+        help=f"the longest code line allowed (default {MAX_LINE_LENGTH})",
+    )
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     failed = 0
     checked = 0
-    for notebook in find_notebooks(paths):
+    for notebook in find_notebooks(args.paths or [REPO_ROOT / "book"]):
         checked += 1
-        problems = check_notebook(notebook, REPO_ROOT)
+        problems = check_notebook(
+            notebook,
+            REPO_ROOT,
+            book_rules=False if args.generic else None,
+            max_line_length=args.max_line_length,
+        )
         if problems:
             failed += 1
             print(f"{notebook}:")

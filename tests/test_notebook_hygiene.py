@@ -6,7 +6,10 @@ Notebooks are built as plain JSON here (no nbformat), so these tests run in both
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -299,3 +302,174 @@ def test_command_line_exit_status(path, root, capsys, monkeypatch):
     assert "no execution_count" in capsys.readouterr().out
     write(good_notebook(path, root), path)
     assert hygiene.main([str(path)]) == 0
+
+
+# --- the generic rules, for any notebook anywhere ------------------------------------------------
+
+
+def generic_notebook():
+    """A notebook of someone else's: executed in order, no badge, no Colab setup cell."""
+    cells = [
+        new_markdown_cell("# Someone else's notebook"),
+        new_code_cell("x = 41", execution_count=1),
+        new_code_cell(
+            "print(x + 1)",
+            execution_count=2,
+            outputs=[new_output("stream", name="stdout", text="42\n")],
+        ),
+    ]
+    return {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+
+
+@pytest.fixture
+def elsewhere(tmp_path):
+    """A notebook in a folder that is not this book: no _config.yml above it."""
+    (tmp_path / "notebooks").mkdir()
+    return tmp_path / "notebooks" / "analysis.ipynb"
+
+
+def test_book_rules_apply_exactly_to_the_books_chapters(root, path, elsewhere):
+    assert hygiene.is_book_notebook(path, root)
+    assert hygiene.is_book_notebook(BOOK / "01_the_carry.ipynb")
+    assert not hygiene.is_book_notebook(root / "elsewhere" / "x.ipynb", root)  # not in book/
+    assert not hygiene.is_book_notebook(elsewhere, elsewhere.parents[1])  # no _config.yml
+    (root / "_config.yml").unlink()
+    assert not hygiene.is_book_notebook(path, root)
+
+
+def test_notebook_outside_the_book_gets_only_the_generic_rules(elsewhere):
+    assert check(generic_notebook(), elsewhere, hygiene.REPO_ROOT) == []
+    # The same notebook as a chapter of a book misses the badge and the setup cell.
+    book_problems = hygiene.check_notebook(elsewhere, hygiene.REPO_ROOT, book_rules=True)
+    assert any("setup cell is missing" in p for p in book_problems), book_problems
+    assert any("not inside the repository" in p for p in book_problems), book_problems
+
+
+@pytest.mark.parametrize(
+    ("fault", "complaint"),
+    [
+        ("never-executed", "code cell 2 has no execution_count"),
+        ("out-of-order", "code cell 2 has execution_count 5, expected 2"),
+        ("stderr", "code cell 2 stores stderr output: 'UserWarning: careful'"),
+        ("error", "code cell 2 stores an error (NameError: name 'x' is not defined)"),
+        ("long-line", "code cell 2, line 1 is 89 characters long"),
+    ],
+)
+def test_generic_rules_catch_each_fault_outside_the_book(elsewhere, fault, complaint):
+    notebook = generic_notebook()
+    cell = notebook["cells"][2]
+    if fault == "never-executed":
+        cell["execution_count"], cell["outputs"] = None, []
+    elif fault == "out-of-order":
+        cell["execution_count"] = 5
+    elif fault == "stderr":
+        cell["outputs"].append(new_output("stream", name="stderr", text="UserWarning: careful"))
+    elif fault == "error":
+        cell["outputs"] = [new_output("error", ename="NameError", evalue="name 'x' is not defined")]
+    elif fault == "long-line":
+        cell["source"] = "print(x + 1)  # " + "a" * (hygiene.MAX_LINE_LENGTH - 15)
+    one_problem(check(notebook, elsewhere, hygiene.REPO_ROOT), complaint)
+
+
+def test_generic_advice_names_a_command_outside_the_book_and_make_inside(path, root, elsewhere):
+    notebook = generic_notebook()
+    notebook["cells"][2]["execution_count"] = None
+    (outside,) = check(notebook, elsewhere, hygiene.REPO_ROOT)
+    assert "jupyter execute --inplace" in outside and "make notebooks" not in outside
+    inside = check(notebook, path, root)
+    assert "make notebooks" in inside[0] and "jupyter execute" not in inside[0]
+
+
+def test_max_line_length_can_be_changed(elsewhere):
+    notebook = generic_notebook()
+    notebook["cells"][2]["source"] = "print(x + 1)  # " + "a" * 84  # 100 characters
+    write(notebook, elsewhere)
+    assert len(hygiene.check_notebook(elsewhere)) == 1
+    assert hygiene.check_notebook(elsewhere, max_line_length=100) == []
+    assert hygiene.check_notebook(elsewhere, max_line_length=99)[0].startswith(
+        "code cell 2, line 1 is 100 characters long; the limit is 99"
+    )
+
+
+def test_command_line_generic_flag_leaves_out_the_book_rules(path, root, capsys, monkeypatch):
+    monkeypatch.setattr(hygiene, "REPO_ROOT", root)
+    write(generic_notebook(), path)  # in root/book/: a chapter, without badge or setup cell
+    assert hygiene.main([str(path)]) == 1
+    assert "setup cell is missing" in capsys.readouterr().out
+    assert hygiene.main(["--generic", str(path)]) == 0
+    assert capsys.readouterr().out == "notebook hygiene: 1 checked, 0 with problems\n"
+
+
+def test_command_line_max_line_length(elsewhere, capsys):
+    notebook = generic_notebook()
+    notebook["cells"][2]["source"] = "print(x + 1)  # " + "a" * 84  # 100 characters
+    write(notebook, elsewhere)
+    assert hygiene.main([str(elsewhere)]) == 1
+    assert "100 characters long; the limit is 88" in capsys.readouterr().out
+    assert hygiene.main(["--max-line-length", "100", str(elsewhere)]) == 0
+
+
+# --- the file on its own, as a command and as the pre-commit hook ---------------------------------
+
+SCRIPT = hygiene.REPO_ROOT / "tests" / "notebook_hygiene.py"
+HOOKS = hygiene.REPO_ROOT / ".pre-commit-hooks.yaml"
+
+
+def run_standalone(command, cwd):
+    # -S: no site-packages, so the generic rules must need nothing outside the standard library;
+    # -I: nothing from the current folder or the environment either.
+    return subprocess.run(
+        [sys.executable, "-S", "-I", *command], cwd=cwd, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_the_file_runs_on_its_own_with_the_standard_library_only(elsewhere):
+    write(generic_notebook(), elsewhere)
+    result = run_standalone([str(SCRIPT), "--generic", "notebooks"], elsewhere.parents[1])
+    assert (result.returncode, result.stdout) == (
+        0,
+        "notebook hygiene: 1 checked, 0 with problems\n",
+    )
+    notebook = generic_notebook()
+    notebook["cells"][2]["outputs"].append(new_output("stream", name="stderr", text="oops\n"))
+    write(notebook, elsewhere)
+    result = run_standalone([str(SCRIPT), "--generic", "notebooks"], elsewhere.parents[1])
+    assert result.returncode == 1, result.stderr
+    assert (
+        "notebooks/analysis.ipynb:\n  - code cell 2 stores stderr output: 'oops'" in result.stdout
+    )
+
+
+def test_the_hook_is_a_script_that_pre_commit_can_run_from_another_repository(elsewhere):
+    (hook,) = yaml.safe_load(HOOKS.read_text())
+    assert hook["id"] == "notebook-hygiene"
+    # language: script runs `entry` from pre-commit's copy of this repository, installs nothing,
+    # and appends the staged files that match `types`.
+    assert hook["language"] == "script" and hook["types"] == ["jupyter"]
+    entry = hook["entry"].split()
+    assert entry == ["tests/notebook_hygiene.py", "--generic"]
+    script = hygiene.REPO_ROOT / entry[0]
+    assert script.read_text().startswith("#!/usr/bin/env python3\n")
+    assert os.access(script, os.X_OK)
+    tracked = subprocess.run(
+        ["git", "ls-files", "--stage", entry[0]],
+        cwd=hygiene.REPO_ROOT,
+        capture_output=True,
+        text=True,
+    )
+    if tracked.returncode == 0 and tracked.stdout:  # in a git checkout, as pre-commit clones it
+        assert tracked.stdout.startswith("100755 "), tracked.stdout
+    # Run it as pre-commit does: the entry, then the files, in the reader's repository.
+    reader = elsewhere.parents[1]
+    write(generic_notebook(), elsewhere)
+    result = subprocess.run(
+        [str(script), *entry[1:], "notebooks/analysis.ipynb"],
+        cwd=reader,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (result.returncode, result.stdout) == (
+        0,
+        "notebook hygiene: 1 checked, 0 with problems\n",
+    )
