@@ -295,3 +295,18 @@ def test_binder_and_live_code_run_the_pinned_environment():
     assert "Python 3.11" in (REPO_ROOT / "README.md").read_text()
     intro = (REPO_ROOT / "book" / "intro.md").read_text()
     assert "Binder" in intro and "Live Code" in intro and "`make lab`" in intro
+
+
+def test_every_rnnlib_marker_in_the_chapters_carries_the_marker_class():
+    """The book's one marker for rnnlib's own behaviour looks the same on every page."""
+    found = 0
+    for path in sorted((REPO_ROOT / "book" / "md").glob("*.md")):
+        lines = path.read_text().splitlines()
+        for number, line in enumerate(lines):
+            if line.startswith("```{admonition}") and "rnnlib" in line:
+                found += 1
+                assert line == "```{admonition} rnnlib's own", f"{path.name}:{number + 1}"
+                assert lines[number + 1] == ":class: rnnlib", f"{path.name}:{number + 2}"
+    assert found >= 8, found
+    css = (REPO_ROOT / "_static" / "rnnlib.css").read_text()
+    assert "div.admonition.rnnlib" in css
