@@ -198,13 +198,13 @@ def test_the_download_command_fetches_the_hooks_file_from_this_repository():
         for cell in json.loads(APPENDIX.read_text(encoding="utf-8"))["cells"]
         if cell["cell_type"] == "markdown"
     )
-    (url,) = re.findall(r"https://raw\.githubusercontent\.com/\S+", markdown)
+    (raw,) = re.findall(r"^RAW=(\S+)$", markdown, re.M)
+    (path,) = re.findall(r'^curl -fsSLO "\$RAW/(\S+)"$', markdown, re.M)
     repository = load_repository()
+    assert raw == f"https://raw.githubusercontent.com/{repository.slug}/{repository.branch}"
     (hook,) = yaml.safe_load(HOOKS.read_text())
     script = shlex.split(hook["entry"])[0]
-    assert (
-        url == f"https://raw.githubusercontent.com/{repository.slug}/{repository.branch}/{script}"
-    )
+    assert path == script
     assert f"python {Path(script).name} --generic notebooks" in markdown
 
 
