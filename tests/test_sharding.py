@@ -101,7 +101,9 @@ def test_data_parallel_training_on_8_cpu_devices_matches_one_device(tmp_path):
     script.write_text(SCRIPT)
     env = dict(os.environ)
     # Kept: XLA settings from the caller's environment (CONTRIBUTING, "Orders of arithmetic").
-    env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=8"
+    # The device count goes first: XLA stops reading flags at a word without "--" (such as
+    # the "intra_op_parallelism_threads=1" of the one-thread setting).
+    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count=8 {env.get('XLA_FLAGS', '')}"
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     env["JAX_PLATFORMS"] = "cpu"
     result = subprocess.run(
