@@ -5,6 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 LOWEST := .venv-lowest
 FLAX06 := .venv-flax06
+FLOOR := .venv-floor
 # Two workers for two cores; loadscope keeps each notebook's cells (and each test
 # module) on one worker, so a notebook runs top to bottom in one kernel.
 PARALLEL := -n 2 --dist loadscope
@@ -20,7 +21,7 @@ UV := uv==0.13.9
 install = $(1)/bin/python -m pip install --quiet $(UV) && \
 	$(1)/bin/python -m uv pip install --quiet --compile-bytecode --python $(1)/bin/python $(2)
 
-.PHONY: env book lab test test-pinned test-lowest test-arithmetic notebooks bench clean
+.PHONY: env book lab test test-pinned test-lowest test-floor test-arithmetic notebooks bench clean
 
 env: $(VENV)/.stamp
 $(VENV)/.stamp: requirements.txt pyproject.toml
@@ -32,6 +33,12 @@ $(VENV)/.stamp: requirements.txt pyproject.toml
 $(LOWEST)/.stamp: tests/lowest.txt pyproject.toml
 	$(PYTHON) -m venv $(LOWEST)
 	$(call install,$(LOWEST),-r tests/lowest.txt)
+	touch $@
+
+# The oldest jax and flax the chapters run on (tests/floor.txt), stated in the intro.
+$(FLOOR)/.stamp: tests/floor.txt pyproject.toml
+	$(PYTHON) -m venv $(FLOOR)
+	$(call install,$(FLOOR),-r tests/floor.txt)
 	touch $@
 
 # The real Flax 0.6.11, the oracle of rnnlib.legacy (tests/test_legacy_oracle.py).
@@ -47,15 +54,24 @@ book: env
 
 # Open the chapters in JupyterLab, in the pinned environment: what the intro tells readers
 # who run the book locally. With jupytext installed, the .md pairs in book/md open as notebooks.
-lab: env
+# JupyterLab is pinned here and installed on first use rather than in requirements.txt: its
+# dependencies make every nbformat import about 3 s slower (rfc3987-syntax, through
+# jsonschema's format checks), which every test worker and notebook run would pay.
+JUPYTERLAB := jupyterlab==4.6.6
+$(VENV)/.lab-stamp: $(VENV)/.stamp
+	$(call install,$(VENV),$(JUPYTERLAB))
+	touch $@
+
+lab: $(VENV)/.lab-stamp
 	$(VENV)/bin/jupyter-lab book/
 
 # Every test: unit, property, parity with Flax, hygiene, strict nbval over every
-# chapter, then the unit tests again on the lowest supported jax and flax.
-test: test-pinned test-lowest
+# chapter, then the unit tests again on the lowest supported jax and flax, and every
+# chapter executed on the oldest jax and flax the book states.
+test: test-pinned test-lowest test-floor
 
 test-pinned: env $(FLAX06)/.stamp
-	$(PY) -m pytest $(PARALLEL) tests book $(NBVAL)
+	$(PY) -m pytest $(PARALLEL) tests book $(NBVAL) -m "not floor_env"
 
 # The library's own tests (not the tooling around the book) on the lowest versions.
 LIBRARY_TESTS := tests/test_errors.py tests/test_module.py tests/test_parity_cells.py \
@@ -65,6 +81,10 @@ LIBRARY_TESTS := tests/test_errors.py tests/test_module.py tests/test_parity_cel
 
 test-lowest: $(LOWEST)/.stamp
 	$(LOWEST)/bin/python -m pytest $(PARALLEL) $(LIBRARY_TESTS) -m "not pinned_env"
+
+# Every chapter, top to bottom, on the floor versions (outputs not compared).
+test-floor: $(FLOOR)/.stamp
+	$(FLOOR)/bin/python -m pytest $(PARALLEL) tests/test_chapters_floor.py
 
 # The tests that compare two orders of arithmetic, again under each XLA CPU setting of
 # tests/arithmetic.py (CONTRIBUTING, "Orders of arithmetic"): about 8 minutes a setting.
@@ -82,4 +102,4 @@ bench: env
 	$(PY) -m benchmarks.run
 
 clean:
-	rm -rf _build $(VENV) $(LOWEST) $(FLAX06)
+	rm -rf _build $(VENV) $(LOWEST) $(FLAX06) $(FLOOR)
