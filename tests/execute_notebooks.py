@@ -298,6 +298,9 @@ def execute(
         timeout=timeout,
         kernel_name="python3",
         record_timing=False,
+        # One stream output per cell and stream: a re-run then stores prints the same way
+        # whatever chunks the kernel sent them in.
+        coalesce_streams=True,
         resources={"metadata": {"path": str(path.parent.resolve())}},
     )
     client.execute()

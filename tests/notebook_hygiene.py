@@ -150,19 +150,49 @@ def badge_markdown(notebook: Path | str, root: Path = REPO_ROOT) -> str:
     return f"[![Open In Colab]({COLAB_BADGE_IMAGE})]({colab_url(notebook, root)})"
 
 
+def floor_versions(root: Path = REPO_ROOT) -> dict[str, str]:
+    """The oldest jax and flax the chapters run on, from tests/floor.txt."""
+    lines = (root / "tests" / "floor.txt").read_text().splitlines()
+    pins = dict(line.split("==", 1) for line in lines if "==" in line)
+    return {name: pins[name].strip() for name in ("jax", "flax")}
+
+
 def setup_cell_source(root: Path = REPO_ROOT) -> str:
-    """The Colab setup cell: the first code cell of every chapter."""
+    """The Colab setup cell: the first code cell of every chapter.
+
+    In Colab it installs rnnlib and keeps Colab's jax and flax; anywhere, it stops with
+    what to install when jax or flax is older than the book's floor (tests/floor.txt,
+    which make test-floor runs every chapter on).
+    """
     repo = load_repository(root)
+    oldest = floor_versions()
     return (
-        "# Colab only: install rnnlib from the repository.\n"
-        "# Colab ships its own jax and flax, so nothing else is installed or pinned.\n"
+        "# Setup. In Colab: install rnnlib, keeping Colab's own jax and flax. Anywhere:\n"
+        "# stop here, saying what to install, if jax or flax is older than the book needs.\n"
         "import subprocess\n"
         "import sys\n"
+        "from importlib.metadata import version as _installed\n"
         "\n"
         'if "google.colab" in sys.modules:\n'
         f'    RNNLIB = "git+{repo.url}@{repo.branch}"\n'
         '    pip_install = [sys.executable, "-m", "pip", "install", "--quiet", RNNLIB]\n'
-        "    subprocess.run(pip_install, check=True)"
+        "    subprocess.run(pip_install, check=True)\n"
+        f'OLDEST = {{"jax": "{oldest["jax"]}", "flax": "{oldest["flax"]}"}}\n'
+        "\n"
+        "\n"
+        "def _release(text):  # (0, 12, 1) from '0.12.1' or '0.12.1rc1'\n"
+        '    digits = "".join(c if c.isdigit() else " " for c in text).split()\n'
+        "    return tuple(int(n) for n in digits[:3])\n"
+        "\n"
+        "\n"
+        "old = [name for name in OLDEST if _release(_installed(name)) < _release(OLDEST[name])]\n"
+        "if old:\n"
+        '    found = ", ".join(f"{name} {_installed(name)}" for name in old)\n'
+        '    needed = " ".join(f\'"{name}>={OLDEST[name]}"\' for name in old)\n'
+        "    raise RuntimeError(\n"
+        '        f"This book needs newer releases than {found}. Run: pip install -U {needed}"\n'
+        '        " (in Colab, then Runtime > Restart session)."\n'
+        "    )"
     )
 
 
@@ -195,7 +225,8 @@ def _setup_cell_problems(cell: dict, repo: Repository) -> list[str]:
     install = re.search(rf"git\+{re.escape(repo.url)}(?:\.git)?(?:@[\w./-]+)?(?=[\"'\s]|$)", code)
     if "pip" not in code or "install" not in code or install is None:
         problems.append(f"it must pip-install rnnlib from git+{repo.url}")
-    pinned = sorted(set(_PINNED_PACKAGES.findall(code.replace(repo.url, ""))))
+    install_lines = "\n".join(line for line in code.splitlines() if "pip" in line)
+    pinned = sorted(set(_PINNED_PACKAGES.findall(install_lines.replace(repo.url, ""))))
     if pinned:
         problems.append(
             f"it must not install or pin {', '.join(pinned)}: Colab ships its own jax and flax"
@@ -269,6 +300,10 @@ def book_problems(path: Path, cells: list[dict], root: Path) -> list[str]:
         problems += [
             f"the Colab setup cell is wrong: {p}" for p in _setup_cell_problems(setup, repo)
         ]
+        if "hide-input" not in setup.get("metadata", {}).get("tags", []):
+            problems.append(
+                "the Colab setup cell must be tagged hide-input, so the book shows it collapsed"
+            )
 
     markdown = [c for c in cells if c.get("cell_type") == "markdown"]
     try:

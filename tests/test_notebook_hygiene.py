@@ -66,11 +66,11 @@ def new_markdown_cell(source):
     return {"cell_type": "markdown", "metadata": {}, "source": source}
 
 
-def new_code_cell(source, execution_count=None, outputs=()):
+def new_code_cell(source, execution_count=None, outputs=(), metadata=None):
     return {
         "cell_type": "code",
         "execution_count": execution_count,
-        "metadata": {},
+        "metadata": metadata or {},
         "outputs": list(outputs),
         "source": source,
     }
@@ -84,7 +84,11 @@ def good_notebook(path, root):
     """A notebook as `make notebooks` leaves it: badge, setup cell, executed cells."""
     cells = [
         new_markdown_cell(f"# A chapter\n\n{hygiene.badge_markdown(path, root)}"),
-        new_code_cell(hygiene.setup_cell_source(root), execution_count=1),
+        new_code_cell(
+            hygiene.setup_cell_source(root),
+            execution_count=1,
+            metadata={"tags": ["hide-input"]},
+        ),
         new_markdown_cell("Some prose."),
         new_code_cell(
             "print(1 + 1)",
@@ -285,6 +289,17 @@ def test_badge_url_is_built_from_config(path, root):
     )
     assert f"({hygiene.colab_url(path, root)})" in hygiene.badge_markdown(path, root)
     assert f"git+{URL}@trunk" in hygiene.setup_cell_source(root)
+
+
+def test_a_setup_cell_shown_open_is_reported(root):
+    path = root / "book" / "ch1.ipynb"
+    cells = good_notebook(path, root)["cells"]
+    setup = next(c for c in cells if c["cell_type"] == "code")
+    setup["metadata"]["tags"] = []
+    problems = hygiene.book_problems(path, cells, root)
+    assert problems == [
+        "the Colab setup cell must be tagged hide-input, so the book shows it collapsed"
+    ]
 
 
 def test_repository_url_must_be_on_github(root):

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.notebook_hygiene import REPO_ROOT, load_repository, setup_cell_source
+from tests.notebook_hygiene import REPO_ROOT, floor_versions, load_repository, setup_cell_source
 
 pytestmark = pytest.mark.pinned_env
 
@@ -315,3 +315,30 @@ def test_every_rnnlib_marker_in_the_chapters_carries_the_marker_class():
     assert found >= 8, found
     css = (REPO_ROOT / "_static" / "rnnlib.css").read_text()
     assert "div.admonition.rnnlib" in css
+
+
+def _run_setup_cell(monkeypatch, versions):
+    import importlib.metadata
+
+    monkeypatch.setattr(importlib.metadata, "version", versions.__getitem__)
+    namespace = {}
+    exec(setup_cell_source(), namespace)
+    return namespace
+
+
+def test_the_setup_cell_stops_with_what_to_install_when_jax_or_flax_is_too_old(monkeypatch):
+    with pytest.raises(RuntimeError) as old:
+        _run_setup_cell(monkeypatch, {"jax": "0.7.2", "flax": "0.11.2"})
+    message = str(old.value)
+    assert "than jax 0.7.2, flax 0.11.2" in message
+    assert 'pip install -U "jax>=0.8.1" "flax>=0.12.1"' in message
+    assert "Restart session" in message
+    with pytest.raises(RuntimeError, match=r'-U "flax>=0\.12\.1" \('):  # only what is old
+        _run_setup_cell(monkeypatch, {"jax": "0.10.2", "flax": "0.12.0"})
+
+
+def test_the_setup_cell_lets_the_floor_and_newer_releases_through(monkeypatch):
+    floor = dict(floor_versions())
+    assert _run_setup_cell(monkeypatch, floor)["OLDEST"] == floor
+    _run_setup_cell(monkeypatch, {"jax": "0.10.2", "flax": "0.12.8"})
+    _run_setup_cell(monkeypatch, {"jax": "0.11.0.dev20261201", "flax": "1.0.0rc1"})
