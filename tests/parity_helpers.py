@@ -240,7 +240,7 @@ def _to_numpy(x):
     return np.asarray(x)
 
 
-def assert_trees_close(actual, expected, *, terms, check_dtype=True, label=""):
+def assert_trees_close(actual, expected, *, terms, check_dtype=True, label="", compute_dtype=None):
     """Same structure, shapes and (optionally) dtypes, and values within the rounding
     bound of ``tests.tolerance`` for ``terms`` rounded terms per element.
 
@@ -251,12 +251,15 @@ def assert_trees_close(actual, expected, *, terms, check_dtype=True, label=""):
         assert signature(actual) == signature(expected), (
             f"{label}: shapes or dtypes differ:\n{signature(actual)}\n{signature(expected)}"
         )
-    tolerance.assert_close(actual, expected, terms=terms, label=label)
+    tolerance.assert_close(actual, expected, terms=terms, label=label, compute_dtype=compute_dtype)
 
 
-def assert_matches_flax(actual, expected, *, label="", terms=None):
-    """rnnlib's result equals Flax's up to rounding (``OUTPUT_TERMS`` unless ``terms``)."""
-    assert_trees_close(actual, expected, label=label, terms=terms or OUTPUT_TERMS)
+def assert_matches_flax(actual, expected, *, label="", terms=None, compute_dtype=None):
+    """rnnlib's result equals Flax's up to rounding (``OUTPUT_TERMS`` unless ``terms``;
+    ``compute_dtype`` when the cells compute in another dtype than they return)."""
+    assert_trees_close(
+        actual, expected, label=label, terms=terms or OUTPUT_TERMS, compute_dtype=compute_dtype
+    )
 
 
 def assert_each_matches_flax(pairs, *, terms=None):
@@ -267,7 +270,15 @@ def assert_each_matches_flax(pairs, *, terms=None):
 
 
 def assert_apply_matches_flax(
-    flax_module, module, variables, x, *, num_batch_dims=None, terms=None, **kwargs
+    flax_module,
+    module,
+    variables,
+    x,
+    *,
+    num_batch_dims=None,
+    terms=None,
+    compute_dtype=None,
+    **kwargs,
 ):
     """``module.apply(variables, x, **kwargs)`` equals Flax's; returns rnnlib's result.
 
@@ -282,7 +293,7 @@ def assert_apply_matches_flax(
         expected = flax_reference(
             flax_module, variables, x, num_batch_dims=num_batch_dims, **kwargs
         )
-    assert_matches_flax(got, expected, terms=terms)
+    assert_matches_flax(got, expected, terms=terms, compute_dtype=compute_dtype)
     return got
 
 

@@ -85,11 +85,12 @@ def _numpy(x):
     return np.asarray(x)
 
 
-def bound(expected, *, terms: int, scale: float | None = None) -> float:
+def bound(expected, *, terms: int, scale: float | None = None, compute_dtype=None) -> float:
     """The largest difference the rule allows for one leaf ``expected``."""
     if scale is None:
         scale = float(np.max(np.abs(_numpy(expected)), initial=0.0))
-    return SLACK * epsilon(jnp.result_type(expected)) * math.sqrt(terms) * scale
+    dtype = jnp.result_type(expected) if compute_dtype is None else compute_dtype
+    return SLACK * epsilon(dtype) * math.sqrt(terms) * scale
 
 
 def _leaves(actual, expected, label):
@@ -105,20 +106,24 @@ def _leaves(actual, expected, label):
         yield where, got, want
 
 
-def assert_close(actual, expected, *, terms: int, scale: float | None = None, label=""):
+def assert_close(
+    actual, expected, *, terms: int, scale: float | None = None, compute_dtype=None, label=""
+):
     """Every leaf of ``actual`` is within ``bound`` of the same leaf of ``expected``.
 
     Structures and shapes must match, and NaNs must sit in the same places. ``scale``
     replaces the leaf's own magnitude when the terms summed are known to be larger
-    than the result (a sum that cancels, such as a scalar loss).
+    than the result (a sum that cancels, such as a scalar loss). ``compute_dtype`` is
+    the dtype the computation rounds in when it is not the result's (a cell computing
+    in bfloat16 returns a float32 carry): its epsilon is the one that counts.
     """
     for where, got, want in _leaves(actual, expected, label):
         got, want_np = _numpy(got), _numpy(want)
         nan = np.isnan(want_np)
         assert np.array_equal(np.isnan(got), nan), f"{where}: NaNs in other places"
-        dtype = jnp.result_type(want)
+        dtype = jnp.result_type(want) if compute_dtype is None else jnp.dtype(compute_dtype)
         magnitude = float(np.max(np.abs(want_np[~nan]), initial=0.0)) if scale is None else scale
-        limit = bound(want, terms=terms, scale=magnitude)
+        limit = bound(want, terms=terms, scale=magnitude, compute_dtype=compute_dtype)
         error = np.where(nan, 0.0, np.abs(got - want_np))
         worst = float(np.max(error, initial=0.0))
         if _RECORD:
