@@ -45,7 +45,8 @@ def test_chapter_runs_on_the_oldest_supported_jax_and_flax(chapter):
         if cell.cell_type == "code" and expects_error(cell):
             cell.metadata.setdefault("tags", []).append("raises-exception")
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
-    os.environ.setdefault("MPLBACKEND", "agg")
+    # Figures as the chapters store them (inline), so cells that read them find them.
+    os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     client = NotebookClient(
         notebook,
         timeout=300,
