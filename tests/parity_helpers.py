@@ -240,17 +240,16 @@ def _to_numpy(x):
     return np.asarray(x)
 
 
-def assert_trees_close(actual, expected, *, terms, check_dtype=True, label="", compute_dtype=None):
-    """Same structure, shapes and (optionally) dtypes, and values within the rounding
-    bound of ``tests.tolerance`` for ``terms`` rounded terms per element.
+def assert_trees_close(actual, expected, *, terms, label="", compute_dtype=None):
+    """Same structure, shapes and dtypes, and values within the rounding bound of
+    ``tests.tolerance`` for ``terms`` rounded terms per element.
 
     ``label`` names the case in failure messages.
     """
     actual, expected = plain(actual), plain(expected)
-    if check_dtype:
-        assert signature(actual) == signature(expected), (
-            f"{label}: shapes or dtypes differ:\n{signature(actual)}\n{signature(expected)}"
-        )
+    assert signature(actual) == signature(expected), (
+        f"{label}: shapes or dtypes differ:\n{signature(actual)}\n{signature(expected)}"
+    )
     tolerance.assert_close(actual, expected, terms=terms, label=label, compute_dtype=compute_dtype)
 
 

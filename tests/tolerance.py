@@ -123,7 +123,7 @@ def assert_close(
         assert np.array_equal(np.isnan(got), nan), f"{where}: NaNs in other places"
         dtype = jnp.result_type(want) if compute_dtype is None else jnp.dtype(compute_dtype)
         magnitude = float(np.max(np.abs(want_np[~nan]), initial=0.0)) if scale is None else scale
-        limit = bound(want, terms=terms, scale=magnitude, compute_dtype=compute_dtype)
+        limit = bound(want, terms=terms, scale=magnitude, compute_dtype=dtype)
         error = np.where(nan, 0.0, np.abs(got - want_np))
         worst = float(np.max(error, initial=0.0))
         if _RECORD:
