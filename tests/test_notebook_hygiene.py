@@ -345,7 +345,7 @@ def elsewhere(tmp_path):
 
 def test_book_rules_apply_exactly_to_the_books_chapters(root, path, elsewhere):
     assert hygiene.is_book_notebook(path, root)
-    assert hygiene.is_book_notebook(BOOK / "01_the_carry.ipynb")
+    assert hygiene.is_book_notebook(BOOK / "the_carry.ipynb")
     assert not hygiene.is_book_notebook(root / "elsewhere" / "x.ipynb", root)  # not in book/
     assert not hygiene.is_book_notebook(elsewhere, elsewhere.parents[1])  # no _config.yml
     (root / "_config.yml").unlink()

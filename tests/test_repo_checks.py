@@ -190,11 +190,11 @@ def test_pre_commit_runs_the_same_checks_as_the_test_command():
         assert all(re.match(hook["files"], f"{folder}/x.py") for folder in LINTED)
         # Notebooks too: ruff formats their code cells and leaves the outputs alone.
         assert {"python", "jupyter"} <= set(hook["types_or"])
-        assert re.match(hook["files"], "book/01_the_carry.ipynb")
+        assert re.match(hook["files"], "book/the_carry.ipynb")
     assert pinned("ruff")
     hook = hooks["notebook-hygiene"]
     assert hook["entry"] == ".venv/bin/python -m tests.notebook_hygiene"
-    assert re.match(hook["files"], "book/01_the_carry.ipynb")
+    assert re.match(hook["files"], "book/the_carry.ipynb")
     assert not any("strip" in hook_id for hook_id in hooks)
 
 
@@ -214,7 +214,7 @@ def test_pre_commit_syncs_each_chapter_with_its_markdown_pair():
     pipe = shlex.split(entry[entry.index("--pipe") + 1])
     assert pipe[:2] == [".venv/bin/ruff", "format"]
     assert pipe[pipe.index("--stdin-filename") + 1].startswith("book/") and pipe[-1] == "-"
-    for path in ["book/01_the_carry.ipynb", "book/_template.ipynb", "book/md/01_the_carry.md"]:
+    for path in ["book/the_carry.ipynb", "book/_template.ipynb", "book/md/the_carry.md"]:
         assert re.match(sync["files"], path), path
     for path in ["book/intro.md", "book/api.md", "README.md", "tests/x.ipynb"]:
         assert not re.match(sync["files"], path), path
