@@ -79,8 +79,9 @@ def compare(name: str, got: Any, want: Any) -> str | None:
     if not np.issubdtype(want.dtype, np.floating):
         if np.array_equal(got, want):
             return None
-        index = tuple(int(i) for i in np.argwhere(got != want)[0])
-        return f"{name}{list(index)} is {got[index]}; expected {want[index]}"
+        index = tuple(int(i) for i in np.argwhere(got != want)[0]) if want.ndim else ()
+        where = f"{name}{list(index)}" if index else name
+        return f"{where} is {got[index]}; expected {want[index]}"
     scale = max(1.0, float(np.max(np.abs(want)))) if want.size else 1.0
     error = np.abs(got.astype(np.float64) - want.astype(np.float64))
     if want.size == 0 or float(np.nanmax(np.where(np.isnan(error), np.inf, error))) <= (
@@ -89,7 +90,8 @@ def compare(name: str, got: Any, want: Any) -> str | None:
         return None
     index = np.unravel_index(int(np.argmax(np.where(np.isnan(error), np.inf, error))), want.shape)
     index = tuple(int(i) for i in index)
+    where = f"{name}{list(index)}" if index else name
     return (
-        f"{name}{list(index)} is {float(got[index]):.6g}; expected {float(want[index]):.6g}"
+        f"{where} is {float(got[index]):.4g}; expected {float(want[index]):.4g}"
         f" (largest difference {float(error[index]):.3g}, allowed {RELATIVE_TOLERANCE * scale:.2g})"
     )
