@@ -1,0 +1,60 @@
+"""Checker for the training chapter's exercise: a mean over the valid steps only."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rnnlib.exercises._check import Feedback, attempt, compare
+
+
+def _cases():
+    per_step = jax.random.uniform(jax.random.key(0), (3, 6), minval=0.0, maxval=2.0)
+    steps = jnp.arange(6)[None, :]
+    return [
+        ("lengths [6, 2, 4]", per_step, steps < jnp.array([6, 2, 4])[:, None]),
+        ("no padding", per_step, jnp.ones((3, 6), bool)),
+        ("one sequence of length 1", per_step[:1], steps < 1),
+    ]
+
+
+def check_masked_mean(masked_mean) -> Feedback:
+    """Check ``masked_mean(per_step, mask)``: the mean of ``per_step`` over steps where ``mask``.
+
+    ``per_step`` is ``(batch, time)`` (a loss at every step); ``mask`` is a bool array of the same
+    shape, False at padded steps. Every valid step counts once, whichever sequence it is in.
+    """
+    problems = []
+    cases = _cases()
+    for name, per_step, mask in cases:
+        want = jnp.sum(jnp.where(mask, per_step, 0.0)) / jnp.sum(mask)
+        got, error = attempt(masked_mean, per_step, mask)
+        if error:
+            problems.append(f"case '{name}': {error}")
+            continue
+        problem = compare("the mean", jnp.asarray(got, jnp.float32), want)
+        if problem:
+            problems.append(f"case '{name}': {problem}{_diagnosis(per_step, mask, got)}")
+    return Feedback("check_masked_mean", len(cases), tuple(problems))
+
+
+def _diagnosis(per_step, mask, got) -> str:
+    try:
+        got = float(got)
+    except (TypeError, ValueError):
+        return " (return one number: the mean over every valid step of every sequence)"
+    masked_sum = float(jnp.sum(jnp.where(mask, per_step, 0.0)))
+    per_sequence = jnp.sum(jnp.where(mask, per_step, 0.0), axis=1) / jnp.sum(mask, axis=1)
+    suspects = {
+        "the mean over every step, padding included": float(jnp.mean(per_step)),
+        "the masked sum divided by batch * time, so padding still counts": masked_sum
+        / per_step.size,
+        "the mean of each sequence's mean, so a short sequence's steps weigh more": float(
+            jnp.mean(per_sequence)
+        ),
+    }
+    for what, value in suspects.items():
+        if np.isclose(got, value, rtol=1e-5, atol=0.0):
+            return f". That is {what}"
+    return ""
