@@ -1,0 +1,186 @@
+"""``RecurrentDropoutCell``: dropout on a cell's input and on its carried ``h``, with one
+mask per sequence that every step of that sequence reuses.
+
+Dropout between layers draws a new mask for every value of every step. Recurrent
+(variational) dropout draws, per sequence, one mask for the input ``x`` and one for the
+hidden state ``h`` the cell reads, and applies the same two masks at every step: the
+connection from one step to the next loses the same units all along the sequence.
+
+The wrapper is a cell whose parameters are the wrapped cell's, under ``'cell'``::
+
+    cell = RecurrentDropoutCell(LSTMCell(features=8), recurrent_rate=0.25, input_rate=0.1)
+    stack = StackedRNN((RNN(cell),))                 # StackedRNN takes the rngs
+    variables = stack.init(jax.random.key(0), x)    # params/layers_0/cell/cell/{ii, ...}
+    y = stack.apply(variables, x, deterministic=False, rngs={"dropout": key})
+
+``StackedRNN`` draws the masks (``draw_masks``) and runs an ``RNN`` of the cell bound to
+them (``with_masks``). A cell that was never given masks refuses to run: ``rnnlib.RNN``
+takes no ``rngs``, and silently running without dropout would hide the mistake.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import jax
+
+from rnnlib.cell_base import RNNCellBase
+from rnnlib.dropout import apply_mask, check_rate, dropout_mask, linen_key
+from rnnlib.module import describe
+
+# Which make_rng call of a cell inside flax.linen's nn.RNN draws the masks the loop uses:
+# the scan traces the cell twice and the second trace's keys are the ones that run.
+LINEN_SCAN_DRAW = 2
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class RecurrentDropoutCell(RNNCellBase):
+    """Wraps ``cell`` with per-sequence dropout masks on its input and on its ``h``.
+
+    Arguments:
+        cell: the wrapped ``RNNCellBase``. Its carry is ``h`` (GRU, MGU, simple cells) or
+            ``(c, h)`` (LSTM, ConvLSTM); only ``h`` is dropped, as the cell reads it.
+        recurrent_rate: probability of dropping a unit of ``h``, in ``[0, 1)``; the mask is
+            shaped like ``h``, ``(*batch, features)``.
+        input_rate: probability of dropping a value of the input, in ``[0, 1)``; the mask
+            is shaped like one step's input, ``(*batch, *features)``.
+
+    The carry the cell returns is the wrapped cell's new carry, not dropped. The masks
+    come from the keys flax.linen gives two ``nn.Dropout`` submodules of this cell named
+    ``recurrent_dropout`` and ``input_dropout`` inside an ``nn.RNN`` whose ``split_rngs``
+    has ``'dropout': False`` (the same key at every step): ``linen_key(key, *path, name,
+    LINEN_SCAN_DRAW)``. The count is 2, not 1, because ``nn.RNN``'s scan traces the cell
+    twice (once to learn the carry's shapes, once for the loop) without resetting the
+    cell's rng counter, and the loop uses the second trace's key (flax 0.10 to 0.12).
+    """
+
+    cell: RNNCellBase
+    recurrent_rate: float = 0.0
+    input_rate: float = 0.0
+
+    def __post_init__(self):
+        if not isinstance(self.cell, RNNCellBase):
+            kind = type(self.cell)
+            raise TypeError(
+                "RecurrentDropoutCell expects an rnnlib cell, such as rnnlib.LSTMCell(...); "
+                f"got {kind.__module__}.{kind.__qualname__}."
+            )
+        check_rate(self, "recurrent_rate", self.recurrent_rate)
+        check_rate(self, "input_rate", self.input_rate)
+
+    # -- what RNN needs, delegated to the wrapped cell --------------------------------
+
+    @property
+    def num_feature_axes(self) -> int:
+        return self.cell.num_feature_axes
+
+    def initialize_carry(self, rng, input_shape: Sequence[int]):
+        return self.cell.initialize_carry(rng, input_shape)
+
+    def create_params(self, key, input_shape: Sequence[int]) -> dict:
+        return {"cell": self.cell.create_params(key, input_shape)}
+
+    def param_shapes(self, input_shape: Sequence[int]) -> dict:
+        return {"cell": self.cell.param_shapes(input_shape)}
+
+    def prepare(self, params: dict):
+        return self.cell.prepare(params["cell"])
+
+    def project_inputs(self, weights, inputs):
+        return self.cell.project_inputs(weights, inputs)
+
+    def step(self, weights, carry, projected):
+        raise ValueError(
+            f"{describe(self)} has no dropout masks: rnnlib.RNN takes no rngs. Run it "
+            "inside rnnlib.StackedRNN, which takes deterministic and rngs={'dropout': key}, "
+            "or bind masks yourself with cell.with_masks(...)."
+        )
+
+    # -- masks ------------------------------------------------------------------------
+
+    def draw_masks(self, key, input_shape: Sequence[int], path: Sequence[str | int] = ()):
+        """``(recurrent_mask, input_mask)`` for one step's input of ``input_shape``.
+
+        ``key`` is the ``rngs['dropout']`` key of the root module, and ``path`` the names
+        from the root down to this cell (``('layers_0', 'cell')`` in a ``StackedRNN``). A
+        mask is ``None`` when its rate is 0.
+        """
+        h_shape = jax.eval_shape(
+            lambda: _hidden(self, self.cell.initialize_carry(jax.random.key(0), input_shape))
+        ).shape
+        recurrent = input_ = None
+        if self.recurrent_rate > 0:
+            h_key = linen_key(key, *path, "recurrent_dropout", LINEN_SCAN_DRAW)
+            recurrent = dropout_mask(h_key, h_shape, self.recurrent_rate)
+        if self.input_rate > 0:
+            x_key = linen_key(key, *path, "input_dropout", LINEN_SCAN_DRAW)
+            input_ = dropout_mask(x_key, tuple(input_shape), self.input_rate)
+        return recurrent, input_
+
+    def with_masks(self, recurrent_mask=None, input_mask=None) -> RNNCellBase:
+        """This cell bound to fixed masks (booleans, ``True`` = kept), ready for ``RNN``.
+
+        A mask of ``None`` leaves that side undropped. The masks must be shaped like ``h``
+        and like one step's input (or broadcast to them).
+        """
+        return _MaskedCell(self, recurrent_mask, input_mask)
+
+
+def _hidden(cell, carry):
+    """The ``h`` of a carry: the carry itself, or the second of ``(c, h)``."""
+    if isinstance(carry, (tuple, list)):
+        if len(carry) != 2:
+            raise TypeError(
+                f"{describe(cell)} drops h, the carry of GRU-like cells or the second item "
+                f"of an LSTM's (c, h); this carry has {len(carry)} items."
+            )
+        return carry[1]
+    return carry
+
+
+def _with_hidden(carry, h):
+    if isinstance(carry, (tuple, list)):
+        return type(carry)((carry[0], h))
+    return h
+
+
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class _MaskedCell(RNNCellBase):
+    """A ``RecurrentDropoutCell`` bound to the masks of one call."""
+
+    dropout: RecurrentDropoutCell
+    recurrent_mask: object = None
+    input_mask: object = None
+
+    def __repr__(self) -> str:
+        return f"{describe(self.dropout)} (with masks)"
+
+    @property
+    def num_feature_axes(self) -> int:
+        return self.dropout.num_feature_axes
+
+    def initialize_carry(self, rng, input_shape):
+        return self.dropout.initialize_carry(rng, input_shape)
+
+    def create_params(self, key, input_shape):
+        return self.dropout.create_params(key, input_shape)
+
+    def param_shapes(self, input_shape):
+        return self.dropout.param_shapes(input_shape)
+
+    def prepare(self, params):
+        return self.dropout.prepare(params)
+
+    def project_inputs(self, weights, inputs):
+        # The input mask is (*batch, *features); it broadcasts over a leading time axis
+        # when RNN projects every step at once, and is the same mask at every step.
+        if self.input_mask is not None:
+            inputs = apply_mask(inputs, self.input_mask, self.dropout.input_rate)
+        return self.dropout.cell.project_inputs(weights, inputs)
+
+    def step(self, weights, carry, projected):
+        if self.recurrent_mask is not None:
+            h = apply_mask(_hidden(self, carry), self.recurrent_mask, self.dropout.recurrent_rate)
+            carry = _with_hidden(carry, h)
+        return self.dropout.cell.step(weights, carry, projected)

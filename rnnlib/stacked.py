@@ -1,0 +1,265 @@
+"""``StackedRNN``: layers of RNNs, the outputs of each the inputs of the next.
+
+A deep RNN runs a sequence through several recurrent layers. Between two layers it may
+drop values (dropout), and a layer may add its input to its output (a residual
+connection), which needs the two to have the same width::
+
+    stack = StackedRNN(
+        (RNN(LSTMCell(8)), RNN(LSTMCell(8)), RNN(LSTMCell(8))),
+        dropout_rate=0.25,
+        residual=(False, True, True),       # layer 0 maps 3 features to 8: no residual
+    )
+    x = jnp.ones((4, 10, 3))                               # (batch, time, features)
+    variables = stack.init(jax.random.key(0), x)           # params/layers_0, layers_1, ...
+    y = stack.apply(variables, x, deterministic=True)      # (4, 10, 8)
+    y = stack.apply(variables, x, deterministic=False, rngs={"dropout": jax.random.key(1)})
+
+The numbers, dropout masks included, are those of this flax.linen module given the same
+variables and ``rngs``::
+
+    class Stack(nn.Module):
+        layers: Sequence[nn.Module]        # nn.RNN or nn.Bidirectional
+        dropout_rate: float
+        residual: Sequence[bool]
+
+        @nn.compact
+        def __call__(self, x, *, deterministic):
+            for i, layer in enumerate(self.layers):
+                y = layer(x)
+                y = x + y if self.residual[i] else y
+                if i < len(self.layers) - 1:
+                    y = nn.Dropout(self.dropout_rate)(y, deterministic=deterministic)
+                x = y
+            return x
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import numpy as np
+
+from rnnlib.bidirectional import Bidirectional
+from rnnlib.dropout import (
+    apply_mask,
+    check_rate,
+    dropout_key,
+    dropout_mask,
+    linen_key,
+    merge_deterministic,
+)
+from rnnlib.module import Module, describe, params_of
+from rnnlib.recurrent_dropout import RecurrentDropoutCell
+from rnnlib.rnn import RNN, split_axes
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class StackedRNN(Module):
+    """Runs ``layers`` one after the other, with dropout and residuals between them.
+
+    Arguments:
+        layers: a non-empty tuple of ``RNN`` and ``Bidirectional`` layers. Layer ``i``
+            reads the output of layer ``i - 1``, shaped ``(*batch, time, width)``; its
+            parameters live under ``params['layers_i']``.
+        dropout_rate: probability, in ``[0, 1)``, of dropping each value of the output of
+            every layer except the last (as PyTorch's ``nn.LSTM(dropout=...)`` does). The
+            mask of the ``i``-th gap is drawn from ``linen_key(key, 'Dropout_i', 1)``: the
+            key of the ``i``-th ``nn.Dropout`` of the flax.linen module in this module's
+            docstring.
+        residual: ``True`` (every layer), ``False`` (none) or one bool per layer: whether
+            the layer's output is its input plus what the layer computes. That needs the
+            layer's input and output widths to match, which is checked.
+        deterministic: ``True`` for no dropout (evaluation), ``False`` for dropout
+            (training); give it here or at call time, not both.
+
+    A layer whose RNN runs a ``RecurrentDropoutCell`` gets that cell's per-sequence masks
+    drawn here, from the same ``rngs``; the call takes ``deterministic``, ``rngs``,
+    ``seq_lengths`` (passed to every layer), ``initial_carry`` (one carry per layer, or
+    ``None``) and ``return_carry`` (then it returns ``(carries, outputs)``, one carry per
+    layer).
+    """
+
+    layers: tuple[Any, ...]
+    dropout_rate: float = 0.0
+    residual: bool | tuple[bool, ...] = False
+    deterministic: bool | None = None
+
+    def __post_init__(self):
+        layers = self.layers
+        if isinstance(layers, list):
+            layers = tuple(layers)
+            object.__setattr__(self, "layers", layers)
+        if not isinstance(layers, tuple) or not layers:
+            raise TypeError(
+                "StackedRNN expects layers as a non-empty tuple of rnnlib.RNN or "
+                f"rnnlib.Bidirectional; got {layers!r}."
+            )
+        for index, layer in enumerate(layers):
+            if not isinstance(layer, (RNN, Bidirectional)):
+                kind = type(layer)
+                raise TypeError(
+                    f"StackedRNN expects each layer to be an rnnlib.RNN or rnnlib.Bidirectional;"
+                    f" layer {index} is {kind.__module__}.{kind.__qualname__}."
+                )
+        check_rate(self, "dropout_rate", self.dropout_rate)
+        residual = self.residual
+        if isinstance(residual, list):
+            residual = tuple(residual)
+            object.__setattr__(self, "residual", residual)
+        flags = residual if isinstance(residual, tuple) else (residual,)
+        if not all(isinstance(flag, (bool, np.bool_)) for flag in flags):
+            raise TypeError(
+                f"StackedRNN expects residual to be a bool or one bool per layer; got {residual!r}."
+            )
+        if isinstance(residual, tuple) and len(residual) != len(layers):
+            raise ValueError(
+                f"StackedRNN has {len(layers)} layers but residual gives {len(residual)} flags "
+                f"{residual}; give one per layer, or one bool for all."
+            )
+
+    @property
+    def residuals(self) -> tuple[bool, ...]:
+        """One bool per layer: whether it adds its input to its output."""
+        if isinstance(self.residual, tuple):
+            return tuple(bool(flag) for flag in self.residual)
+        return (bool(self.residual),) * len(self.layers)
+
+    # -- init and apply in flax.linen's convention --------------------------------------
+
+    def init(self, key, inputs, **kwargs) -> dict:
+        """Creates ``{'params': {'layers_0': ..., 'layers_1': ...}}`` for ``inputs``.
+
+        Dropout does not change shapes, so the shapes are traced without it; the
+        ``deterministic`` and ``rngs`` arguments are accepted and ignored.
+        """
+        kwargs.pop("deterministic", None)
+        kwargs.pop("rngs", None)
+        return super().init(key, inputs, _drop_key=None, **kwargs)
+
+    def apply(self, variables, inputs, *, deterministic=None, rngs=None, **kwargs):
+        """The last layer's outputs (and each layer's carry with ``return_carry``)."""
+        params = params_of(variables, self)
+        if merge_deterministic(self, self.deterministic, deterministic) or not self._drops():
+            key = None
+        else:
+            key = dropout_key(self, rngs)
+        return self._call(params, inputs, _drop_key=key, **kwargs)
+
+    def _drops(self) -> bool:
+        if self.dropout_rate > 0 and len(self.layers) > 1:
+            return True
+        return any(_dropout_cells(layer) for layer in self.layers)
+
+    def _init(self, key, inputs, **unused):
+        params = {}
+        keys = jax.random.split(key, len(self.layers))
+        x = jax.ShapeDtypeStruct(np.shape(inputs), jax.numpy.result_type(inputs))
+        for index, (layer, layer_key) in enumerate(zip(self.layers, keys)):
+            name = f"layers_{index}"
+            params[name] = layer._init(layer_key, x)
+            run = self._layer(index, layer, None, x.shape)
+            y = jax.eval_shape(lambda p, x, run=run: run._call(p, x), params[name], x)
+            if self.residuals[index]:
+                self._check_residual(index, x.shape, y.shape)
+            x = y
+        return params
+
+    def _call(
+        self,
+        params,
+        inputs,
+        *,
+        _drop_key=None,
+        seq_lengths=None,
+        initial_carry=None,
+        return_carry: bool = False,
+    ):
+        inputs = jax.numpy.asarray(inputs)
+        if initial_carry is not None and (
+            not isinstance(initial_carry, (tuple, list)) or len(initial_carry) != len(self.layers)
+        ):
+            raise ValueError(
+                f"{describe(self)} expects initial_carry as one carry per layer "
+                f"({len(self.layers)}), or None; got {type(initial_carry).__name__}"
+                + (
+                    f" of length {len(initial_carry)}."
+                    if hasattr(initial_carry, "__len__")
+                    else "."
+                )
+            )
+        x, carries, last = inputs, [], len(self.layers) - 1
+        for index, layer in enumerate(self.layers):
+            name = f"layers_{index}"
+            if name not in params:
+                raise ValueError(
+                    f"{describe(self)} needs params/{name} for layer {index}; the variables "
+                    f"hold {sorted(params)}. Were they made for a stack of fewer layers?"
+                )
+            run = self._layer(index, layer, _drop_key, x.shape)
+            carry, y = run._call(
+                params[name],
+                x,
+                seq_lengths=seq_lengths,
+                initial_carry=None if initial_carry is None else initial_carry[index],
+                return_carry=True,
+            )
+            if self.residuals[index]:
+                self._check_residual(index, x.shape, y.shape)
+                y = x + y
+            if index < last and self.dropout_rate > 0 and _drop_key is not None:
+                key = linen_key(_drop_key, f"Dropout_{index}", 1)
+                y = apply_mask(y, dropout_mask(key, y.shape, self.dropout_rate), self.dropout_rate)
+            carries.append(carry)
+            x = y
+        return (tuple(carries), x) if return_carry else x
+
+    def _check_residual(self, index, in_shape, out_shape):
+        if tuple(in_shape) != tuple(out_shape):
+            raise ValueError(
+                f"{describe(self)}: layer {index}, {describe(self.layers[index])}, has a residual "
+                f"connection, which adds its input to its output, but it maps inputs shaped "
+                f"{tuple(in_shape)} to outputs shaped {tuple(out_shape)}: the widths "
+                f"{in_shape[-1]} and {out_shape[-1]} differ. Give that layer residual=False "
+                "(residual takes one bool per layer) or make the widths equal."
+            )
+
+    def _layer(self, index, layer, key, in_shape):
+        """``layer``, with any ``RecurrentDropoutCell`` bound to its masks (or to none)."""
+        if not _dropout_cells(layer):
+            return layer
+        name = f"layers_{index}"
+        if isinstance(layer, RNN):
+            return _bind(layer, key, in_shape, layer.time_major, (name, "cell"))
+        if layer.shares_parameters:
+            raise ValueError(
+                f"{describe(self)}: layer {index} shares one RecurrentDropoutCell between its "
+                "two directions; give each direction its own cell."
+            )
+        time_major = layer.time_major
+        forward = _bind(layer.forward_rnn, key, in_shape, time_major, (name, "forward_rnn", "cell"))
+        backward = _bind(
+            layer.backward_rnn, key, in_shape, time_major, (name, "backward_rnn", "cell")
+        )
+        return dataclasses.replace(layer, forward_rnn=forward, backward_rnn=backward)
+
+
+def _dropout_cells(layer) -> list:
+    rnns = [layer] if isinstance(layer, RNN) else [layer.forward_rnn, layer.backward_rnn]
+    return [
+        rnn.cell for rnn in rnns if isinstance(getattr(rnn, "cell", None), RecurrentDropoutCell)
+    ]
+
+
+def _bind(rnn, key, in_shape, time_major, path):
+    """``rnn`` with its ``RecurrentDropoutCell`` bound to masks (none when ``key`` is None)."""
+    cell = rnn.cell
+    if not isinstance(cell, RecurrentDropoutCell):
+        return rnn
+    if key is None:
+        return dataclasses.replace(rnn, cell=cell.with_masks())
+    _, time_axis = split_axes(cell, in_shape, time_major, owner=rnn)
+    step_shape = tuple(in_shape[:time_axis]) + tuple(in_shape[time_axis + 1 :])
+    recurrent, input_ = cell.draw_masks(key, step_shape, path)
+    return dataclasses.replace(rnn, cell=cell.with_masks(recurrent, input_))
