@@ -1,0 +1,80 @@
+"""Checker for the Bidirectional chapter's exercise: the backward direction by hand."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from rnnlib.exercises._check import Feedback, attempt, compare
+from rnnlib.flip import flip_sequences
+from rnnlib.gru import GRUCell
+from rnnlib.rnn import RNN
+
+
+def _cases():
+    key_x, key_p = jax.random.split(jax.random.key(0))
+    xs = jax.random.normal(key_x, (3, 6, 2))
+    return [
+        ("lengths [6, 4, 1]", xs, jnp.array([6, 4, 1])),
+        ("no padding", xs[:2], jnp.array([6, 6])),
+        ("an empty sequence, lengths [0, 3]", xs[1:], jnp.array([0, 3])),
+    ], key_p
+
+
+def check_backward(backward_by_hand) -> Feedback:
+    """Check ``backward_by_hand(run, xs, lengths)`` against a backward RNN.
+
+    ``run(xs, lengths)`` runs an ordinary, left-to-right ``RNN`` (outputs in input order).
+    The attempt must return what ``RNN(cell, reverse=True, keep_order=True)`` returns with
+    the same parameters and ``seq_lengths=lengths``: at every valid step ``t`` of sequence
+    ``b``, the output after reading steps ``lengths[b] - 1`` down to ``t``. Padded steps are
+    not checked.
+    """
+    cases, key = _cases()
+    cell = GRUCell(features=4)
+    params = RNN(cell).init(key, cases[0][1])
+    forward = RNN(cell)
+    reference = RNN(cell, reverse=True, keep_order=True)
+
+    def run(xs, lengths):
+        return forward.apply(params, xs, seq_lengths=lengths)
+
+    problems = []
+    for name, xs, lengths in cases:
+        want = reference.apply(params, xs, seq_lengths=lengths)
+        got, error = attempt(backward_by_hand, run, xs, lengths)
+        if error:
+            problems.append(f"case '{name}': {error}")
+            continue
+        if jnp.shape(got) != want.shape:
+            problems.append(
+                f"case '{name}': the outputs have shape {jnp.shape(got)}; expected {want.shape}"
+            )
+            continue
+        valid = (jnp.arange(xs.shape[1])[None, :] < lengths[:, None])[..., None]
+        problem = compare(
+            "the outputs at valid steps", jnp.where(valid, got, 0), jnp.where(valid, want, 0)
+        )
+        if problem:
+            problems.append(
+                f"case '{name}': {problem}{_diagnosis(got, want, run, xs, lengths, valid)}"
+            )
+    return Feedback("check_backward", len(cases), tuple(problems))
+
+
+def _diagnosis(got, want, run, xs, lengths, valid) -> str:
+    def same(a, b):
+        return compare("", jnp.where(valid, a, 0), jnp.where(valid, b, 0)) is None
+
+    if same(got, flip_sequences(want, lengths, num_batch_dims=1, time_major=False)):
+        return (
+            ". These are the right outputs in processing order (last step first): flip them"
+            " back with the same lengths, so that index t belongs to input step t"
+        )
+    whole = jnp.flip(run(jnp.flip(xs, 1), lengths), 1)
+    if same(got, whole):
+        return (
+            ". The whole time axis was reversed, so each padded sequence was read padding"
+            " first: reverse only each sequence's valid steps (flip_sequences with lengths)"
+        )
+    return ""
