@@ -1,0 +1,216 @@
+"""Checkers for the chapter "A character-level language model" (``book/language_model.ipynb``).
+
+``check_windows`` runs the reader's ``make_windows(ids, starts, length)``, which cuts training
+windows out of a text, and ``check_generate`` runs the reader's ``generate(step, carry,
+first_id, keys)``, the loop that writes text one character at a time. Both compare with a
+reference on a few cases; when the values are wrong they also run the usual mistakes (targets
+not shifted by one, the carry not threaded through the loop, ...) and, if the attempt matches
+one, say which::
+
+    from rnnlib.exercises.language_model import check_windows
+    check_windows(make_windows)   # ✘ check_windows: ... the targets are the inputs themselves
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rnnlib.exercises._check import Feedback, attempt, compare
+
+# Character ids that are their own position plus 100, so that a wrong value names the position
+# it was read from: id 112 is the character at position 12.
+_TEXT = jnp.arange(100, 140, dtype=jnp.int32)
+WINDOW_CASES = (
+    ("3 windows of 5 steps", (0, 4, 17), 5),
+    ("1 window of 1 step", (7,), 1),
+    ("a window whose last target is the text's last character", (30, 2), 9),
+)
+
+
+def _windows(ids, starts, length):
+    """The reference: inputs at ``start + t``, targets one character later."""
+    positions = np.asarray(starts)[:, None] + np.arange(length)
+    ids = np.asarray(ids)
+    return ids[positions], ids[positions + 1]
+
+
+_WINDOW_MISTAKES = (
+    (
+        lambda i, t, want_i, want_t: np.array_equal(i, want_t) and np.array_equal(t, want_i),
+        "inputs and targets are swapped: return (inputs, targets), the targets one "
+        "character later than the inputs",
+    ),
+    (
+        lambda i, t, want_i, want_t: np.array_equal(t, want_i),
+        "the targets are the inputs themselves: the model would learn to copy its input. "
+        "The target at step t is the character after input t, ids[start + t + 1]",
+    ),
+    (
+        lambda i, t, want_i, want_t: (
+            i.shape[-1] > 1 and np.array_equal(t[..., 1:], want_i[..., :-1])
+        ),
+        "the targets are shifted the wrong way, one character earlier than the inputs; "
+        "the target at step t is ids[start + t + 1]",
+    ),
+    (
+        lambda i, t, want_i, want_t: (
+            i.shape[-1] > 1 and np.array_equal(t[..., :-1], want_t[..., 1:])
+        ),
+        "the targets are shifted by two: the target at step t is ids[start + t + 1], "
+        "one character after the input, not two",
+    ),
+)
+
+
+def _as_int_array(name: str, value) -> tuple[np.ndarray | None, str | None]:
+    try:
+        array = np.asarray(value)
+    except Exception:  # a value NumPy cannot read as an array
+        return None, f"{name} should be an array of character ids; got {type(value).__name__}"
+    if not np.issubdtype(array.dtype, np.integer):
+        return None, f"{name} should hold integer character ids; got dtype {array.dtype}"
+    return array.astype(np.int64), None
+
+
+def check_windows(make_windows: Callable[..., Any]) -> Feedback:
+    """Check ``make_windows(ids, starts, length) -> (inputs, targets)``.
+
+    ``ids`` is a text as a 1-D array of character ids, ``starts`` a 1-D int array of
+    ``batch`` window starts and ``length`` an int. Both results are ``(batch, length)``:
+    ``inputs[b, t] = ids[starts[b] + t]`` and ``targets[b, t] = ids[starts[b] + t + 1]``, the
+    character that follows each input, which is what a language model learns to predict.
+    """
+    problems, diagnoses = [], []
+    for name, starts, length in WINDOW_CASES:
+        starts = jnp.asarray(starts, jnp.int32)
+        want_inputs, want_targets = _windows(_TEXT, starts, length)
+        got, error = attempt(make_windows, _TEXT, starts, length)
+        if error:
+            problems.append(f"case '{name}': {error}")
+            continue
+        if not isinstance(got, (tuple, list)) or len(got) != 2:
+            what = f"a {type(got).__name__}"
+            if isinstance(got, (tuple, list)):
+                what += f" of {len(got)}"
+            problems.append(f"case '{name}': return a pair (inputs, targets); got {what}")
+            continue
+        arrays = [_as_int_array(label, v) for label, v in zip(("inputs", "targets"), got)]
+        problem = next((message for _, message in arrays if message), None)
+        if problem is None:
+            (inputs, _), (targets, _) = arrays
+            problem = compare("inputs", inputs, want_inputs.astype(np.int64)) or compare(
+                "targets", targets, want_targets.astype(np.int64)
+            )
+            if problem and "shape" in problem:
+                problem += f" ((batch, length) = ({len(starts)}, {length}))"
+        if problem is None:
+            continue
+        problems.append(f"case '{name}': {problem}")
+        if arrays[0][1] is None and arrays[1][1] is None:
+            inputs, targets = arrays[0][0], arrays[1][0]
+            for matches, diagnosis in _WINDOW_MISTAKES:
+                same_shape = inputs.shape == targets.shape == want_inputs.shape
+                if same_shape and matches(inputs, targets, want_inputs, want_targets):
+                    if diagnosis not in diagnoses:
+                        diagnoses.append(diagnosis)
+                    break
+    problems += [f"the values match a known mistake: {d}." for d in diagnoses]
+    return Feedback("check_windows", len(WINDOW_CASES), tuple(problems))
+
+
+# A toy model for check_generate: 11 "characters", a carry of two int arrays like an LSTM's
+# (c, h), and a sample that depends on the carry, on the input and on the key, so that a loop
+# which drops any of the three gives different ids.
+VOCAB = 11
+
+
+def toy_step(carry, char_id, key):
+    """``(carry, char_id, key) -> (carry, next_id)``, the shape of one sampling step."""
+    count, last = carry
+    noise = jax.random.randint(key, (), 0, VOCAB)
+    next_id = (3 * count + 5 * char_id + noise + last) % VOCAB
+    return (count + 1, jnp.asarray(char_id, jnp.int32)), next_id
+
+
+def _toy_carry():
+    return (jnp.int32(2), jnp.int32(0))
+
+
+def _generate(step, carry, first_id, keys, *, thread=True, feed=True, fresh_keys=True):
+    """The reference loop (all True), or one of the usual wrong loops."""
+    start, char_id, ids = carry, first_id, []
+    for index in range(len(keys)):
+        key = keys[index] if fresh_keys else keys[0]
+        new_carry, next_id = step(carry, char_id, key)
+        carry = new_carry if thread else start
+        char_id = next_id if feed else first_id
+        ids.append(int(next_id))
+    return np.asarray(ids, np.int64)
+
+
+GENERATE_CASES = (("12 steps from id 4", 4, 12, 0), ("3 steps from id 0", 0, 3, 1))
+_GENERATE_MISTAKES = (
+    (
+        dict(thread=False),
+        "the carry is not threaded through the loop: every step starts from the first "
+        "carry, so the model forgets what it wrote. Pass each step's new carry to the next",
+    ),
+    (
+        dict(feed=False),
+        "each step is fed the first id again: feed each sampled id back in as the next "
+        "step's input",
+    ),
+    (
+        dict(fresh_keys=False),
+        "every step uses the same key, keys[0]: use keys[i] at step i, so that each "
+        "sample draws fresh randomness",
+    ),
+    (
+        dict(thread=False, feed=False),
+        "neither the carry nor the sampled id goes on to the next step: pass each step's "
+        "new carry and its sampled id to the next",
+    ),
+)
+
+
+def check_generate(generate: Callable[..., Any]) -> Feedback:
+    """Check ``generate(step, carry, first_id, keys) -> ids``.
+
+    ``step(carry, char_id, key) -> (carry, next_id)`` is one sampling step of a model;
+    ``generate`` calls it once per key in ``keys`` (an array of ``n`` keys), threading the
+    carry through and feeding each sampled id back in as the next input, and returns the
+    ``n`` sampled ids (not ``first_id``). The checker's ``step`` is a small toy whose carry,
+    like an LSTM's, is a pair of arrays.
+    """
+    problems, diagnoses = [], []
+    for name, first_id, steps, seed in GENERATE_CASES:
+        keys = jax.random.split(jax.random.key(seed), steps)
+        args = (toy_step, _toy_carry(), jnp.int32(first_id), keys)
+        want = _generate(*args)
+        got, error = attempt(generate, *args)
+        if error:
+            problems.append(f"case '{name}': {error}")
+            continue
+        ids, problem = _as_int_array("the ids", got)
+        if problem is None:
+            problem = compare("the ids", ids, want)
+        if problem is None:
+            continue
+        if ids is not None and ids.shape == (steps + 1,):
+            first = ids[0] == first_id and np.array_equal(ids[1:], want)
+            hint = "first_id included" if first else f"{steps + 1} ids"
+            problem += f" ({hint}: return the {steps} sampled ids, one per key)"
+        problems.append(f"case '{name}': {problem}")
+        if ids is not None and ids.shape == want.shape:
+            for kwargs, diagnosis in _GENERATE_MISTAKES:
+                if np.array_equal(ids, _generate(*args, **kwargs)):
+                    if diagnosis not in diagnoses:
+                        diagnoses.append(diagnosis)
+                    break
+    problems += [f"the values match a known mistake: {d}." for d in diagnoses]
+    return Feedback("check_generate", len(GENERATE_CASES), tuple(problems))

@@ -1,0 +1,165 @@
+"""The checkers of the chapter "A character-level language model": right attempts pass, and each
+usual wrong attempt is rejected with a message that names what is wrong."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rnnlib.exercises import language_model as lm
+
+
+def make_windows(ids, starts, length):
+    """The chapter's solution, written independently of the checker's reference."""
+    positions = starts[:, None] + jnp.arange(length)
+    return ids[positions], ids[positions + 1]
+
+
+def make_windows_numpy(ids, starts, length):
+    """Another right answer: a Python loop over slices, in NumPy."""
+    ids = np.asarray(ids)
+    inputs = np.stack([ids[s : s + length] for s in np.asarray(starts)])
+    targets = np.stack([ids[s + 1 : s + length + 1] for s in np.asarray(starts)])
+    return inputs, targets
+
+
+def generate(step, carry, first_id, keys):
+    ids, char_id = [], first_id
+    for key in keys:
+        carry, char_id = step(carry, char_id, key)
+        ids.append(char_id)
+    return jnp.stack(ids)
+
+
+def test_the_window_solutions_pass_every_case():
+    for solution in (make_windows, make_windows_numpy):
+        feedback = lm.check_windows(solution)
+        assert feedback, str(feedback)
+        assert str(feedback) == (
+            f"✔ check_windows: all {len(lm.WINDOW_CASES)} cases match the reference."
+        )
+
+
+def test_unshifted_targets_are_named():
+    def unshifted(ids, starts, length):
+        inputs, _ = make_windows(ids, starts, length)
+        return inputs, inputs
+
+    message = str(lm.check_windows(unshifted))
+    assert message.startswith("✘ check_windows")
+    assert "the targets are the inputs themselves" in message
+    # which case and which value: the first target of the first window is position 0, not 1
+    assert "case '3 windows of 5 steps': targets[0, 0] is 100; expected 101" in message
+
+
+def test_targets_shifted_the_wrong_way_are_named():
+    def backwards(ids, starts, length):
+        positions = starts[:, None] + jnp.arange(length)
+        return ids[positions], ids[positions - 1]
+
+    message = str(lm.check_windows(backwards))
+    assert "shifted the wrong way, one character earlier" in message
+    assert "inputs themselves" not in message
+
+
+def test_swapped_inputs_and_targets_are_named():
+    def swapped(ids, starts, length):
+        inputs, targets = make_windows(ids, starts, length)
+        return targets, inputs
+
+    message = str(lm.check_windows(swapped))
+    assert "inputs and targets are swapped" in message
+
+
+def test_windows_one_step_too_long_are_named_by_shape():
+    def too_long(ids, starts, length):
+        positions = starts[:, None] + jnp.arange(length + 1)
+        return ids[positions], ids[positions]
+
+    message = str(lm.check_windows(too_long))
+    assert "inputs has shape (3, 6); expected (3, 5) ((batch, length) = (3, 5))" in message
+
+
+def test_a_single_window_array_is_asked_to_be_a_pair():
+    message = str(lm.check_windows(lambda ids, starts, length: ids[:length]))
+    assert "case '1 window of 1 step': return a pair (inputs, targets); got a" in message
+
+
+def test_an_attempt_that_raises_is_reported():
+    def stub(ids, starts, length):
+        raise NotImplementedError("write the windows")
+
+    message = str(lm.check_windows(stub))
+    assert "calling it raised NotImplementedError: write the windows" in message
+
+
+def test_the_generate_solution_passes_every_case():
+    feedback = lm.check_generate(generate)
+    assert feedback, str(feedback)
+    assert str(feedback) == (
+        f"✔ check_generate: all {len(lm.GENERATE_CASES)} cases match the reference."
+    )
+
+
+def test_a_carry_that_is_not_threaded_is_named():
+    def forgetful(step, carry, first_id, keys):
+        ids, char_id = [], first_id
+        for key in keys:
+            _, char_id = step(carry, char_id, key)  # the new carry is dropped
+            ids.append(char_id)
+        return jnp.stack(ids)
+
+    message = str(lm.check_generate(forgetful))
+    assert message.startswith("✘ check_generate")
+    assert "the carry is not threaded through the loop" in message
+    assert "case '12 steps from id 4': the ids[" in message
+
+
+def test_samples_not_fed_back_are_named():
+    def not_fed_back(step, carry, first_id, keys):
+        ids = []
+        for key in keys:
+            carry, char_id = step(carry, first_id, key)
+            ids.append(char_id)
+        return jnp.stack(ids)
+
+    message = str(lm.check_generate(not_fed_back))
+    assert "each step is fed the first id again" in message
+    assert "not threaded" not in message
+
+
+def test_one_key_for_every_step_is_named():
+    def same_key(step, carry, first_id, keys):
+        ids, char_id = [], first_id
+        for _ in keys:
+            carry, char_id = step(carry, char_id, keys[0])
+            ids.append(char_id)
+        return jnp.stack(ids)
+
+    message = str(lm.check_generate(same_key))
+    assert "every step uses the same key, keys[0]" in message
+
+
+def test_returning_the_first_id_too_is_named():
+    def with_first(step, carry, first_id, keys):
+        return jnp.concatenate([jnp.asarray(first_id)[None], generate(step, carry, first_id, keys)])
+
+    message = str(lm.check_generate(with_first))
+    assert "has shape (13,); expected (12,)" in message
+    assert "first_id included: return the 12 sampled ids, one per key" in message
+
+
+def test_float_ids_are_named():
+    def floats(step, carry, first_id, keys):
+        return generate(step, carry, first_id, keys).astype(jnp.float32)
+
+    message = str(lm.check_generate(floats))
+    assert "should hold integer character ids; got dtype float32" in message
+
+
+def test_the_toy_step_depends_on_carry_input_and_key():
+    """Each known mistake must give different ids from the right loop, or it is not caught."""
+    keys = jax.random.split(jax.random.key(0), 12)
+    args = (lm.toy_step, lm._toy_carry(), jnp.int32(4), keys)
+    right = lm._generate(*args)
+    for kwargs in (dict(thread=False), dict(feed=False), dict(fresh_keys=False)):
+        assert not np.array_equal(lm._generate(*args, **kwargs), right), kwargs
