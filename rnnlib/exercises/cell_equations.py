@@ -12,11 +12,13 @@ left out) and, if the attempt matches one of them, says which::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from rnnlib.exercises._check import Feedback, attempt, compare
 from rnnlib.gru import GRUCell, MGUCell
@@ -25,26 +27,29 @@ IN_FEATURES = 3
 FEATURES = 4
 # (name, batch shape): one row, several rows, and two batch axes.
 CASES = (("batch 1", (1,)), ("batch 5", (5,)), ("batch (2, 3)", (2, 3)))
+_DRAW = 256  # random numbers per case: enough for x, h and a GRU's parameters
 
 
 def _cases(cell, seed: int):
-    """``(name, params, h, x)`` per case. Biases are random too: zeros would hide them."""
+    """``(name, params, h, x)`` per case, all drawn at random from ``seed``.
+
+    The parameters have the names and shapes the cell's ``init`` makes, and random values
+    everywhere, biases included: a zero bias in the wrong place would go unnoticed. ``h`` is
+    random too, so the hidden side counts.
+    """
     for index, (name, batch) in enumerate(CASES):
-        k_params, k_bias, k_h, k_x = jax.random.split(jax.random.key(seed + index), 4)
-        x = jax.random.normal(k_x, (*batch, IN_FEATURES))
-        h = jax.random.normal(k_h, (*batch, FEATURES))  # not zeros: the hidden side counts
-        params = _random_biases(cell.init(k_params, h, x)["params"], k_bias)
+        x = jax.ShapeDtypeStruct((*batch, IN_FEATURES), jnp.float32)
+        h = jax.ShapeDtypeStruct((*batch, FEATURES), jnp.float32)
+        layout = jax.eval_shape(cell.init, jax.random.key(0), h, x)["params"]
+        leaves, tree = jax.tree_util.tree_flatten((h, x, layout))
+        sizes = [math.prod(leaf.shape) for leaf in leaves]
+        # One draw of a fixed length for every case: jax compiles a draw once per shape.
+        values = np.asarray(jax.random.normal(jax.random.key(seed + index), (_DRAW,)))
+        pieces = np.split(values[: sum(sizes)], np.cumsum(sizes)[:-1])
+        arrays = [jnp.asarray(v.reshape(leaf.shape)) for v, leaf in zip(pieces, leaves)]
+        h, x, params = jax.tree_util.tree_unflatten(tree, arrays)
+        params = jax.tree_util.tree_map(lambda leaf: 0.5 * leaf, params)
         yield name, params, h, x
-
-
-def _random_biases(params: dict, key) -> dict:
-    leaves, tree = jax.tree_util.tree_flatten_with_path(params)
-    keys = jax.random.split(key, len(leaves))
-    leaves = [
-        leaf + 0.5 * jax.random.normal(k, leaf.shape) if path[-1].key == "bias" else leaf
-        for (path, leaf), k in zip(leaves, keys)
-    ]
-    return jax.tree_util.tree_unflatten(tree, leaves)
 
 
 def _dense(p: dict, name: str, v, bias: bool = True):
@@ -129,6 +134,17 @@ MGU_MISTAKES = (
 )
 
 
+def _largest_difference(got, want) -> str:
+    """Where the values differ most, to 3 digits: a float32 result's last digits vary by CPU."""
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    error = np.where(np.isnan(got), np.inf, np.abs(got - want))
+    index = tuple(int(i) for i in np.unravel_index(int(np.argmax(error)), want.shape))
+    return (
+        f"h_new{list(index)} is {got[index]:.3g}; expected {want[index]:.3g}"
+        f" (largest difference {error[index]:.2g})"
+    )
+
+
 def _check_step(
     exercise: str,
     fn: Callable[..., Any],
@@ -157,6 +173,8 @@ def _check_step(
         shape = getattr(got, "shape", None)
         if shape is not None and tuple(shape) != want.shape:
             problem += f" (h_new must have the shape of h, (*batch, features) = {want.shape})"
+        elif getattr(got, "dtype", None) == want.dtype:
+            problem = _largest_difference(got, want)
         problems.append(f"case '{name}': {problem}")
         for kwargs, diagnosis in mistakes:
             if compare("h_new", got, variant(params, h, x, **kwargs)) is None:
