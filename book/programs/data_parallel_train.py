@@ -376,11 +376,24 @@ def parse(argv):
     return parser.parse_args(argv)
 
 
+def stdout_for_the_report_only():
+    """Send what native libraries print (gloo, when it connects) to stderr.
+
+    They write to the process's stdout from their own threads, which can cut into this
+    program's lines; afterwards stdout carries only the lines printed here.
+    """
+    sys.stdout.flush()
+    report = os.fdopen(os.dup(1), "w", buffering=1)  # line-buffered: one write a line
+    os.dup2(2, 1)
+    sys.stdout = report
+
+
 def main(argv=None):
     args = parse(sys.argv[1:] if argv is None else argv)
     if args.command == "make-data":
         make_data(args)
         return
+    stdout_for_the_report_only()
     try:
         train(args)
     except Exception:
