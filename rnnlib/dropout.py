@@ -75,38 +75,45 @@ def check_rate(owner: Any, name: str, rate: Any) -> None:
         )
 
 
+def _name(owner: Any) -> str:
+    return owner if isinstance(owner, str) else describe(owner)
+
+
 def merge_deterministic(owner: Any, field: bool | None, call: bool | None) -> bool:
-    """The ``deterministic`` flag, given once: as a field or at call time, not both."""
+    """The ``deterministic`` flag, given once: as a field or at call time, not both.
+
+    ``owner`` (a module, or its name) names the module in error messages.
+    """
     if field is not None and call is not None:
         raise ValueError(
-            f"{describe(owner)} got deterministic both as a field and at call time; give it once."
+            f"{_name(owner)} got deterministic both as a field and at call time; give it once."
         )
     value = call if field is None else field
     if value is None:
         raise ValueError(
-            f"{describe(owner)} needs deterministic=True (no dropout, for evaluation) or "
+            f"{_name(owner)} needs deterministic=True (no dropout, for evaluation) or "
             "deterministic=False (dropout, for training), as a field or at call time."
         )
     if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{describe(owner)} expects deterministic to be a bool; got {value!r}.")
+        raise TypeError(f"{_name(owner)} expects deterministic to be a bool; got {value!r}.")
     return bool(value)
 
 
 def dropout_key(owner: Any, rngs: Mapping[str, Any] | None):
-    """``rngs['dropout']``, or an error saying how to pass it."""
+    """``rngs['dropout']``, or an error saying how to pass it (``owner`` as above)."""
     if rngs is None or not isinstance(rngs, Mapping) or "dropout" not in rngs:
         got = "no rngs" if rngs is None else f"rngs with keys {sorted(rngs)}"
         if rngs is not None and not isinstance(rngs, Mapping):
             got = f"rngs of type {type(rngs).__name__}"
         raise ValueError(
-            f"{describe(owner)} drops values (deterministic=False), so apply needs a key: "
+            f"{_name(owner)} drops values (deterministic=False), so apply needs a key: "
             f"rngs={{'dropout': jax.random.key(seed)}}; got {got}. Pass deterministic=True "
             "to run without dropout."
         )
     key = rngs["dropout"]
     if not _is_key(key):
         raise TypeError(
-            f"{describe(owner)} expects rngs['dropout'] to be a PRNG key "
+            f"{_name(owner)} expects rngs['dropout'] to be a PRNG key "
             f"(jax.random.key(seed)); got {type(key).__name__} with shape {np.shape(key)}."
         )
     return key

@@ -7,7 +7,7 @@ connection), which needs the two to have the same width::
     stack = StackedRNN(
         (RNN(LSTMCell(8)), RNN(LSTMCell(8)), RNN(LSTMCell(8))),
         dropout_rate=0.25,
-        residual=(False, True, True),       # layer 0 maps 3 features to 8: no residual
+        residual=(False, True, True),       # layer 0 widens 3 channels to 8: no residual
     )
     x = jnp.ones((4, 10, 3))                               # (batch, time, features)
     variables = stack.init(jax.random.key(0), x)           # params/layers_0, layers_1, ...
@@ -120,6 +120,11 @@ class StackedRNN(Module):
             )
 
     @property
+    def _short(self) -> str:
+        """How errors name this stack: its size and rate, not every layer's fields."""
+        return f"StackedRNN({len(self.layers)} layers, dropout_rate={self.dropout_rate})"
+
+    @property
     def residuals(self) -> tuple[bool, ...]:
         """One bool per layer: whether it adds its input to its output."""
         if isinstance(self.residual, tuple):
@@ -141,10 +146,10 @@ class StackedRNN(Module):
     def apply(self, variables, inputs, *, deterministic=None, rngs=None, **kwargs):
         """The last layer's outputs (and each layer's carry with ``return_carry``)."""
         params = params_of(variables, self)
-        if merge_deterministic(self, self.deterministic, deterministic) or not self._drops():
+        if merge_deterministic(self._short, self.deterministic, deterministic) or not self._drops():
             key = None
         else:
-            key = dropout_key(self, rngs)
+            key = dropout_key(self._short, rngs)
         return self._call(params, inputs, _drop_key=key, **kwargs)
 
     def _drops(self) -> bool:
@@ -181,7 +186,7 @@ class StackedRNN(Module):
             not isinstance(initial_carry, (tuple, list)) or len(initial_carry) != len(self.layers)
         ):
             raise ValueError(
-                f"{describe(self)} expects initial_carry as one carry per layer "
+                f"{self._short} expects initial_carry as one carry per layer "
                 f"({len(self.layers)}), or None; got {type(initial_carry).__name__}"
                 + (
                     f" of length {len(initial_carry)}."
@@ -194,7 +199,7 @@ class StackedRNN(Module):
             name = f"layers_{index}"
             if name not in params:
                 raise ValueError(
-                    f"{describe(self)} needs params/{name} for layer {index}; the variables "
+                    f"{self._short} needs params/{name} for layer {index}; the variables "
                     f"hold {sorted(params)}. Were they made for a stack of fewer layers?"
                 )
             run = self._layer(index, layer, _drop_key, x.shape)
@@ -218,8 +223,8 @@ class StackedRNN(Module):
     def _check_residual(self, index, in_shape, out_shape):
         if tuple(in_shape) != tuple(out_shape):
             raise ValueError(
-                f"{describe(self)}: layer {index}, {describe(self.layers[index])}, has a residual "
-                f"connection, which adds its input to its output, but it maps inputs shaped "
+                f"{self._short}: layer {index}, {describe(self.layers[index])}, has a "
+                f"residual connection, which adds its input to its output, but it maps inputs shaped "
                 f"{tuple(in_shape)} to outputs shaped {tuple(out_shape)}: the widths "
                 f"{in_shape[-1]} and {out_shape[-1]} differ. Give that layer residual=False "
                 "(residual takes one bool per layer) or make the widths equal."
@@ -234,7 +239,7 @@ class StackedRNN(Module):
             return _bind(layer, key, in_shape, layer.time_major, (name, "cell"))
         if layer.shares_parameters:
             raise ValueError(
-                f"{describe(self)}: layer {index} shares one RecurrentDropoutCell between its "
+                f"{self._short}: layer {index} shares one RecurrentDropoutCell between its "
                 "two directions; give each direction its own cell."
             )
         time_major = layer.time_major

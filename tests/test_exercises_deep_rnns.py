@@ -1,0 +1,101 @@
+"""The deep RNNs chapter's checkers accept the solutions and explain plausible mistakes."""
+
+import jax
+import jax.numpy as jnp
+
+from rnnlib.exercises.deep_rnns import check_recurrent_mask, check_stack
+
+
+def stack(x, layers, dropout):
+    for index, layer in enumerate(layers):
+        x = layer(x)
+        if index < len(layers) - 1:
+            x = dropout(x)
+    return x
+
+
+def test_the_stack_solution_passes():
+    feedback = check_stack(stack)
+    assert feedback, str(feedback)
+    assert "✔ check_stack: all 3 cases" in str(feedback)
+
+
+def test_dropout_after_the_last_layer_too_is_named():
+    def every_layer(x, layers, dropout):
+        for layer in layers:
+            x = dropout(layer(x))
+        return x
+
+    feedback = check_stack(every_layer)
+    assert not feedback
+    text = str(feedback)
+    assert "case 'one layer': dropout was called 1 time(s)" in text
+    assert "drops 0 time(s)" in text
+    assert "applied after the last layer too" in text
+
+
+def test_dropout_on_the_input_is_named():
+    def before_each(x, layers, dropout):
+        for index, layer in enumerate(layers):
+            if index < len(layers) - 1 or len(layers) == 1:
+                x = dropout(x)
+            x = layer(x)
+        return x
+
+    text = str(check_stack(before_each))
+    assert "applied to the stack's input x" in text
+    assert "dropout goes after a layer, not before" in text
+
+
+def test_layers_in_the_wrong_order_or_no_dropout_fail_with_a_value_or_count():
+    def no_dropout(x, layers, dropout):
+        for layer in layers:
+            x = layer(x)
+        return x
+
+    text = str(check_stack(no_dropout))
+    assert "case 'two layers': dropout was called 0 time(s)" in text
+
+
+def recurrent_mask(key, batch, steps, features, rate):
+    mask = jax.random.bernoulli(key, 1.0 - rate, (batch, features))
+    return jnp.broadcast_to(mask, (steps, batch, features))
+
+
+def test_the_recurrent_mask_solution_passes():
+    feedback = check_recurrent_mask(recurrent_mask)
+    assert feedback, str(feedback)
+
+
+def test_a_new_mask_every_step_is_named():
+    def every_step(key, batch, steps, features, rate):
+        return jax.random.bernoulli(key, 1.0 - rate, (steps, batch, features))
+
+    text = str(check_recurrent_mask(every_step))
+    assert "the mask at step 1 differs from step 0" in text
+    assert "not a new mask every step" in text
+
+
+def test_one_mask_for_the_whole_batch_is_named():
+    def one_for_all(key, batch, steps, features, rate):
+        mask = jax.random.bernoulli(key, 1.0 - rate, (features,))
+        return jnp.broadcast_to(mask, (steps, batch, features))
+
+    assert "every sequence of the batch got the same mask" in str(check_recurrent_mask(one_for_all))
+
+
+def test_rate_used_as_the_keep_probability_is_named():
+    def keep_rate(key, batch, steps, features, rate):
+        mask = jax.random.bernoulli(key, rate, (batch, features))
+        return jnp.broadcast_to(mask, (steps, batch, features))
+
+    text = str(check_recurrent_mask(keep_rate))
+    assert "of the units are kept; expected about 80%" in text
+    assert "you keep a unit with probability rate" in text
+
+
+def test_a_scaled_float_mask_is_named_by_its_dtype():
+    def floats(key, batch, steps, features, rate):
+        return recurrent_mask(key, batch, steps, features, rate) / (1 - rate)
+
+    assert "has dtype float32; expected bool" in str(check_recurrent_mask(floats))
