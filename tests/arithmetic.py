@@ -48,6 +48,7 @@ COMPARISON_TESTS = [
     "tests/test_legacy_oracle.py",
     "tests/test_benchmarks.py",
     "tests/test_migrate.py",
+    "tests/test_multiprocess.py",
 ]
 
 
