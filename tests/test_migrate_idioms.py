@@ -1,0 +1,337 @@
+"""rnnlib.migrate on the idioms real 0.6-era code used, and on its own rule table.
+
+Each program in tests/migrate_corpus/ named in IDIOMS runs under the real Flax 0.6.11 (the side
+environment .venv-flax06, as tests/test_legacy_oracle.py uses it). ``--fix`` rewrites a copy,
+which must then run under the pinned current Flax and give the same parameter tree (paths and
+shapes) and the same outputs from the same parameters (the programs fill every parameter with
+NumPy numbers in path order, tests/migrate_corpus/_report.py, so both Flax versions start from
+the same values). The snippet tests pin what each new rule reports, fixes and leaves, and that a
+run exits 0 only when nothing that breaks or needs review is left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rnnlib import migrate
+from rnnlib.migrate import main
+from rnnlib.migrate.rules import RULES, SEVERITIES
+from tests.test_legacy_oracle import ORACLE_PYTHON, require_oracle_python
+from tests.tolerance import assert_close, assert_identical
+
+REPO = Path(__file__).resolve().parents[1]
+CORPUS = REPO / "tests" / "migrate_corpus"
+RUN_TIMEOUT_S = 600  # each program needs seconds; the margin is for a loaded CI machine
+
+# Program: rounded terms per output element (tests/tolerance.py), the longest chain of sums:
+# TIME steps of a dense cell (input + hidden + 1 terms) and the Dense layers after it.
+IDIOMS = {
+    "scan_inline.py": 4 * (3 + 5 + 1) + 6,
+    "scan_setup.py": 4 * (3 + 5 + 1) + 6,
+    "scan_helper.py": 4 * (3 + 6 + 1) + 4 * (6 + 6 + 1),
+    "instance_carry.py": 4 * (3 + 5 + 1),
+    "cell_subclass.py": 4 * (3 + 5 + 1) + 6,
+}
+
+
+def run(python, script, cwd, report=None):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_"))}
+    env.update(JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3", PYTHONNOUSERSITE="1")
+    if report is not None:
+        env["MIGRATE_REPORT"] = str(report)
+    return subprocess.run(
+        [str(python), str(script)],
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+        cwd=cwd,
+        env=env,
+    )
+
+
+def migrate_json(*args):
+    proc = subprocess.run(
+        [sys.executable, "-m", "rnnlib.migrate", *map(str, args), "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+        cwd=REPO,
+    )
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def run_snippet(tmp_path, capsys, source, *args, name="snippet.py"):
+    path = tmp_path / name
+    path.write_text(source, encoding="utf-8")
+    code = main([str(path), "--format", "json", *args])
+    return code, json.loads(capsys.readouterr().out), path
+
+
+# --------------------------------------------------------------------------- the oracle
+
+
+@pytest.mark.pinned_env
+@pytest.mark.parametrize("name", sorted(IDIOMS))
+def test_fixed_idiom_program_matches_the_old_program_under_flax_0_6(name, tmp_path):
+    python = require_oracle_python(ORACLE_PYTHON)
+    old_dir, new_dir = tmp_path / "old", tmp_path / "new"
+    shutil.copytree(CORPUS, old_dir)
+    shutil.copytree(CORPUS, new_dir)
+    old = run(python, old_dir / name, old_dir, tmp_path / "old.npz")
+    assert old.returncode == 0, old.stderr[-3000:]
+    # Under current Flax the old program fails ...
+    broken = run(sys.executable, old_dir / name, old_dir)
+    assert broken.returncode != 0 and "Error" in broken.stderr
+    # ... and the checker says it would, before fixing it completely.
+    code, report = migrate_json(new_dir / name, "--fix")
+    assert code == 0 and report["fully_fixed_files"] == [str(new_dir / name)], report
+    new = run(sys.executable, new_dir / name, new_dir, tmp_path / "new.npz")
+    assert new.returncode == 0, new.stderr[-3000:]
+    want, got = np.load(tmp_path / "old.npz"), np.load(tmp_path / "new.npz")
+    # The fixes add no module and rename none: the same parameter paths and shapes.
+    assert sorted(got.files) == sorted(want.files)
+    params = sorted(k for k in want.files if k.startswith("param/"))
+    assert params and any("/params/" in k for k in params)
+    # Both sides filled them from the same NumPy draws: the same numbers, copied.
+    assert_identical([got[k] for k in params], [want[k] for k in params])
+    outputs = sorted(k for k in want.files if k.startswith("out/"))
+    assert_close([got[k] for k in outputs], [want[k] for k in outputs], terms=IDIOMS[name])
+
+
+def test_held_class_is_reported_and_its_carry_call_left_with_a_reason(tmp_path):
+    shutil.copytree(CORPUS, tmp_path / "c")
+    path = tmp_path / "c" / "held_class.py"
+    code, report = migrate_json(path, "--fix")
+    assert code == 1 and report["fully_fixed_files"] == []
+    [left] = [f for f in report["findings"] if not f["fixed"]]
+    assert left["code"] == "MIG001" and "self.cell_type" in left["message"]
+    assert "another cell class" in left["reason"]
+    # The scanned class it builds was given the width its carry was made with.
+    assert "scan(features=self.hidden)(carry, xs)" in path.read_text()
+
+
+def test_convlstm_rename_runs_under_current_flax(tmp_path):
+    shutil.copytree(CORPUS, tmp_path / "c")
+    path = tmp_path / "c" / "convlstm_renamed.py"
+    assert run(sys.executable, path, path.parent).returncode != 0  # AttributeError today
+    code, _ = migrate_json(path, "--fix")
+    assert code == 0 and "nn.ConvLSTMCell(features=4" in path.read_text()
+    proc = run(sys.executable, path, path.parent)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "y (2, 6, 6, 4)" in proc.stdout
+
+
+def test_fixed_cell_subclass_runs_inside_current_nn_rnn(tmp_path):
+    """The num_feature_axes the fixer adds is what nn.RNN needs to drive the cell."""
+    shutil.copytree(CORPUS, tmp_path / "c")
+    path = tmp_path / "c" / "cell_subclass.py"
+    migrate_json(path, "--fix")
+    script = tmp_path / "c" / "drive.py"
+    script.write_text(
+        path.read_text() + "\nimport flax.linen as nn\n"
+        "rnn = nn.RNN(DecoderCell(vocab_size=VOCAB))\n"
+        "rnn_vars = rnn.init(jax.random.PRNGKey(1), xs, initial_carry=carry)\n"
+        "out = rnn.apply(rnn_vars, xs, initial_carry=carry)\n"
+        "print('rnn', out.shape)\n",
+        encoding="utf-8",
+    )
+    proc = run(sys.executable, script, script.parent)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "rnn (2, 4, 7)" in proc.stdout
+
+
+# --------------------------------------------------------------------------- the rules, one by one
+
+
+@pytest.mark.parametrize(
+    "source, new",
+    [
+        ("import flax.linen as nn\nc = nn.ConvLSTM(4, (3, 3))\n", "nn.ConvLSTMCell(4, (3, 3))"),
+        (
+            "from flax.linen import ConvLSTM\nc = ConvLSTM(4, (3, 3))\n",
+            "from flax.linen import ConvLSTMCell as ConvLSTM\n",
+        ),
+        (
+            "from flax.linen import ConvLSTM as C\nc = C(4, (3, 3))\n",
+            "from flax.linen import ConvLSTMCell as C\n",
+        ),
+    ],
+    ids=["attribute", "import", "import-as"],
+)
+def test_convlstm_name_is_an_error_and_renamed(source, new, tmp_path, capsys):
+    code, report, path = run_snippet(tmp_path, capsys, source, "--fix")
+    assert code == 0 and [f["code"] for f in report["findings"]] == ["MIG005"]
+    assert report["findings"][0]["severity"] == "error" and new in path.read_text()
+
+
+SUBCLASS = """import flax.linen as nn
+
+
+class Cell(nn.RNNCellBase):
+{body}
+"""
+
+
+def test_cell_subclass_with_a_convolution_is_reported_not_fixed(tmp_path, capsys):
+    body = "    @nn.compact\n    def __call__(self, c, x):\n        return nn.Conv(4, (3, 3))(x)"
+    code, report, _ = run_snippet(tmp_path, capsys, SUBCLASS.format(body=body), "--fix")
+    [finding] = report["findings"]
+    assert code == 1 and finding["code"] == "MIG006" and not finding["fixable"]
+    assert "Conv" in finding["reason"] and "feature axes" in finding["reason"]
+
+
+def test_cell_subclass_with_num_feature_axes_is_clean(tmp_path, capsys):
+    body = "    @property\n    def num_feature_axes(self):\n        return 1"
+    code, report, _ = run_snippet(tmp_path, capsys, SUBCLASS.format(body=body))
+    assert (code, report["findings"]) == (0, [])
+
+
+def test_cell_subclass_with_the_old_static_initialize_carry_is_reported(tmp_path, capsys):
+    body = (
+        "    num_feature_axes = 1\n\n    @staticmethod\n"
+        "    def initialize_carry(rng, batch_dims, size):\n        return None"
+    )
+    code, report, _ = run_snippet(tmp_path, capsys, SUBCLASS.format(body=body))
+    [finding] = report["findings"]
+    assert code == 1 and finding["code"] == "MIG006" and not finding["fixable"]
+    assert "rng, batch_dims, size" in finding["message"]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "def f(model, k):\n    return model.initialize_carry(k, (2,), 3)\n",
+        "import flax.linen as nn\n\n\nclass M(nn.Module):\n    cell: nn.Module\n\n"
+        "    def __call__(self, k):\n        return self.cell.initialize_carry(k, (2,), 3)\n",
+    ],
+    ids=["parameter", "field-without-default"],
+)
+def test_old_shaped_call_on_an_unknown_object_needs_review(source, tmp_path, capsys):
+    code, report, _ = run_snippet(tmp_path, capsys, source)
+    [finding] = report["findings"]
+    assert code == 1 and finding["code"] == "MIG008" and finding["severity"] == "review"
+    assert "cannot tell" in finding["message"] and finding["reason"]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # The wrapper's own static method, called as the file defines it.
+        "class W:\n    @staticmethod\n    def initialize_carry(rng, dims, size):\n"
+        "        return None\n\n\nW.initialize_carry(0, (2,), 3)\n",
+        # The current API: two arguments.
+        "def f(cell, k, x):\n    return cell.initialize_carry(k, x.shape)\n",
+        # Another library's object.
+        "import torch.nn as tnn\nh = tnn.LSTMCell.initialize_carry(0, (1,), 2)\n",
+    ],
+    ids=["own-method", "current-api", "torch"],
+)
+def test_calls_that_cannot_be_flax_0_6_are_not_reported(source, tmp_path, capsys):
+    code, report, _ = run_snippet(tmp_path, capsys, source)
+    assert (code, report["findings"]) == (0, [])
+
+
+SCAN_FIELD = """import flax.linen as nn
+
+
+class M(nn.Module):
+    cell_type: type
+
+    @nn.compact
+    def __call__(self, c, xs):
+        return nn.scan(self.cell_type, variable_broadcast="params")()(c, xs)
+"""
+
+
+def test_scan_over_a_class_it_cannot_resolve_needs_review(tmp_path, capsys):
+    code, report, _ = run_snippet(tmp_path, capsys, SCAN_FIELD)
+    [finding] = report["findings"]
+    assert code == 1 and finding["code"] == "MIG008"
+    assert "self.cell_type" in finding["message"] and "cell_type" in finding["message"]
+
+
+def test_scanned_cell_class_handed_elsewhere_needs_review(tmp_path, capsys):
+    source = (
+        "import flax.linen as nn\n\n\ndef build(cls):\n    return cls()\n\n\n"
+        "layer = build(nn.scan(nn.GRUCell, variable_broadcast='params'))\n"
+    )
+    code, report, _ = run_snippet(tmp_path, capsys, source)
+    [finding] = report["findings"]
+    assert code == 1 and finding["code"] == "MIG008"
+    assert "needs features" in finding["message"]
+
+
+def test_two_written_widths_are_named_and_not_chosen_between(tmp_path, capsys):
+    source = (
+        "import flax.linen as nn\ncell = nn.GRUCell()\n"
+        "a = cell.initialize_carry(k, (2,), 4)\nb = cell.initialize_carry(k, (2,), 8)\n"
+    )
+    code, report, path = run_snippet(tmp_path, capsys, source, "--fix")
+    ctor = report["findings"][0]
+    assert code == 1 and ctor["code"] == "MIG003" and not ctor["fixable"]
+    assert "4 and 8" in ctor["reason"] and path.read_text() == source
+
+
+def test_width_bound_after_the_cell_is_not_used(tmp_path, capsys):
+    source = (
+        "import flax.linen as nn\n\n\ndef f(k):\n    cell = nn.GRUCell()\n    n = 4\n"
+        "    return cell.initialize_carry(k, (2,), n)\n"
+    )
+    code, report, _ = run_snippet(tmp_path, capsys, source, "--fix")
+    assert code == 1 and not any(f["fixed"] for f in report["findings"])
+    assert "<hidden size>" in report["findings"][0]["suggestion"]
+
+
+def test_width_read_from_the_carry_names_it_in_the_suggestion(tmp_path, capsys):
+    source = (
+        "import flax.linen as nn\n\n\ndef step(carry, x):\n    return nn.LSTMCell()(carry, x)\n"
+    )
+    _, report, _ = run_snippet(tmp_path, capsys, source)
+    [finding] = report["findings"]
+    assert finding["suggestion"].startswith("nn.LSTMCell(features=carry[0].shape[-1])")
+    assert finding["fixable"]
+
+
+# --------------------------------------------------------------------------- severities, the table
+
+
+def test_advice_alone_exits_0_and_fails_with_strict(tmp_path, capsys):
+    source = (CORPUS / "bilstm_classifier.py").read_text()
+    code, _, path = run_snippet(tmp_path, capsys, source, "--fix")
+    assert code == 0
+    assert main([str(path), "--strict"]) == 1
+    out = capsys.readouterr().out
+    assert "MIG004 advice:" in out
+
+
+def test_rules_table_is_one_table_with_known_severities():
+    codes = [rule.code for rule in RULES]
+    assert codes == sorted(set(codes)) == [f"MIG00{i}" for i in range(1, len(RULES) + 1)]
+    assert {rule.severity for rule in RULES} <= set(SEVERITIES)
+    assert all(rule.finds and rule.breaks and rule.fix for rule in RULES)
+
+
+def test_module_docstring_and_help_are_made_from_the_table(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    help_text = capsys.readouterr().out
+    for rule in RULES:
+        assert f"``{rule.code}`` {rule.title} ({rule.severity})" in migrate.__doc__
+        assert f"{rule.code} {rule.severity:<6} {rule.title}" in help_text
+    assert "recall" in migrate.__doc__ and "precision" in help_text
+
+
+def test_measured_numbers_in_the_docs_are_the_script_s_kind():
+    """The numbers quoted come with the script that measures them."""
+    assert re.search(r"recall \d+/\d+", migrate.__doc__)
+    assert re.search(r"precision \d+/\d+", migrate.__doc__)
+    assert "tests/migrate_corpus_report.py" in migrate.__doc__
