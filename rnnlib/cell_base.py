@@ -45,16 +45,16 @@ class RNNCellBase(Module):
 
     def initialize_carry(self, rng, input_shape: Sequence[int]) -> Carry:
         """The initial carry for one step's input of shape ``input_shape``."""
-        raise NotImplementedError
+        raise NotImplementedError(_missing(self, "initialize_carry"))
 
     @property
     def num_feature_axes(self) -> int:
         """How many trailing axes of one step's input are feature axes."""
-        raise NotImplementedError
+        raise NotImplementedError(_missing(self, "num_feature_axes"))
 
     def create_params(self, key, input_shape: Sequence[int]) -> dict:
         """The parameter dict for one step's input of shape ``input_shape``."""
-        raise NotImplementedError
+        raise NotImplementedError(_missing(self, "create_params"))
 
     def param_shapes(self, input_shape: Sequence[int]) -> dict:
         """The tree ``create_params(key, input_shape)`` returns, with ``jax.ShapeDtypeStruct``
@@ -81,7 +81,7 @@ class RNNCellBase(Module):
 
     def step(self, weights, carry: Carry, projected) -> tuple[Carry, Any]:
         """One recurrence step on a projected input; returns ``(new_carry, output)``."""
-        raise NotImplementedError
+        raise NotImplementedError(_missing(self, "step"))
 
     # -- shape checks shared by cells and RNN -------------------------------------------
 
@@ -146,6 +146,24 @@ class RNNCellBase(Module):
         weights = self.prepare(params)
         with jax.named_scope(type(self).__name__):
             return self.step(weights, carry, self.project_inputs(weights, inputs))
+
+
+# What each hook every cell must write does, for the error raised when one is missing.
+_REQUIRED = {
+    "num_feature_axes": "a property giving how many trailing axes of one step's input are "
+    "features (1 for a dense cell, len(signal) + 1 for a convolutional one)",
+    "initialize_carry": "initialize_carry(rng, input_shape) returns the carry for one step's "
+    "input of that shape, each leaf starting with the batch dims input_shape[:-num_feature_axes]",
+    "create_params": "create_params(key, input_shape) returns the parameter dict, laid out as "
+    "in flax.linen",
+    "step": "step(weights, carry, projected) runs one step and returns (new_carry, y)",
+}
+
+
+def _missing(cell, hook: str) -> str:
+    return f"{type(cell).__name__} does not define {hook}, which every rnnlib cell must: " + (
+        f"{_REQUIRED[hook]}."
+    )
 
 
 def _defined_by(cls, name: str):
