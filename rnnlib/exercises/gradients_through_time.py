@@ -1,0 +1,265 @@
+"""Checkers for the exercises of the chapter "Gradients through time".
+
+``check_gradient_norms(fn)``: ``fn(rnn, variables, xs)`` returns, for an input ``xs``
+shaped ``(batch, time, channels)``, the ``(batch, time)`` norms ``|| d h_T / d x_t ||`` of
+the Jacobian of each sequence's last output ``h_T`` with respect to each of its input
+steps ``x_t``.
+
+``check_checkpointed_rnn(fn)``: ``fn(cell, variables, xs)`` runs ``cell`` over a time-major
+input ``(time, batch, channels)`` with ``jax.checkpoint`` around each step, and returns the
+stacked outputs ``(time, batch, features)``, the same numbers as ``RNN(cell)``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rnnlib.exercises._check import Feedback, attempt, compare
+from rnnlib.gru import GRUCell
+from rnnlib.lstm import LSTMCell
+from rnnlib.rnn import RNN
+from rnnlib.simple import SimpleCell
+
+# Elementwise functions a cell applies to its gates and carry; a backward pass that holds
+# one of them is computing the step again.
+_ACTIVATIONS = frozenset({"tanh", "logistic"})
+
+
+@functools.cache
+def _norm_cases():
+    """(name, rnn, variables, xs, reference norms): short sequences, so that no norm is
+    vanishingly small. Built once: checking a stub and then a solution reuses them."""
+    scaled = jax.nn.initializers.orthogonal(3.0)
+    cells = [
+        ("SimpleCell(4), batch 2, 6 steps, 3 channels", SimpleCell(4), (2, 6, 3)),
+        ("LSTMCell(5), batch 3, 7 steps, 2 channels", LSTMCell(5), (3, 7, 2)),
+        (
+            "GRUCell(3) with recurrent scale 3, batch 2, 5 steps, 4 channels",
+            GRUCell(3, recurrent_kernel_init=scaled),
+            (2, 5, 4),
+        ),
+    ]
+    cases = []
+    for index, (name, cell, shape) in enumerate(cells):
+        key_x, key_init = jax.random.split(jax.random.key(100 + index))
+        xs = jax.random.normal(key_x, shape)
+        rnn = RNN(cell)
+        variables = rnn.init(key_init, xs)
+        want = reference_gradient_norms(rnn, variables, xs)
+        cases.append((name, rnn, variables, xs, want))
+    return tuple(cases)
+
+
+def _jacobian_norms(rnn, variables, xs, output):
+    """Per sequence, the norms over (outputs, channels) of d output(ys) / d x_t:
+    ``(batch, time)`` for ``xs`` shaped ``(batch, time, channels)``."""
+
+    def one(x):  # (time, channels)
+        jacobian = jax.jacrev(lambda x: output(rnn.apply(variables, x)))(x)
+        jacobian = jacobian.reshape(-1, *x.shape)  # (outputs, time, channels)
+        return jnp.sqrt(jnp.sum(jacobian**2, axis=(0, 2)))
+
+    return np.asarray(jax.jit(jax.vmap(one))(xs))
+
+
+def reference_gradient_norms(rnn, variables, xs):
+    """The reference: ``|| d h_T / d x_t ||`` (Frobenius) per sequence and step,
+    ``(batch, time)``."""
+    return _jacobian_norms(rnn, variables, xs, lambda ys: ys[-1])
+
+
+def _close(got, want) -> bool:
+    return np.shape(got) == np.shape(want) and compare("", got, want) is None
+
+
+def _diagnose_norms(got, rnn, variables, xs, want) -> str:
+    """Names a known mistake when the values match one, else the generic difference."""
+    if _close(got, want[:, ::-1]):
+        return (
+            "the norms are in reverse order: entry t must belong to input x_t, so entry 0 "
+            "is the step farthest from h_T and entry -1 the nearest; yours are indexed by "
+            "the distance T - 1 - t"
+        )
+    if _close(got, want**2):
+        return "these are the squared norms; take the square root (the Frobenius norm)"
+    wrong_outputs = [
+        ("sum(h_T)", lambda ys: jnp.sum(ys[-1])),
+        ("the first output ys[0] (h_1), not the last", lambda ys: ys[0]),
+        ("the sum of all outputs over time", lambda ys: jnp.sum(ys, axis=0)),
+    ]
+    for what, output in wrong_outputs:
+        if _close(got, _jacobian_norms(rnn, variables, xs, output)):
+            return (
+                f"these are the norms of the gradient of {what} with respect to x_t; the "
+                "exercise asks for the whole Jacobian d h_T / d x_t of the last output "
+                "h_T, every feature of it (for example with jax.jacrev)"
+            )
+    return compare("the norms", got, want)
+
+
+def _shape_hint(shape, batch, steps, channels) -> str:
+    if shape == (steps,):
+        return ": one row per sequence; did you add up or merge the batch?"
+    if shape == (steps, batch):
+        return ": batch first, then time (transposed?)"
+    if shape == (batch, steps, channels):
+        return (
+            ": one norm per step and channel; take one norm per step, over the features "
+            "of h_T and the channels of x_t together"
+        )
+    if len(shape) > 2:
+        return ": reduce each Jacobian to one norm per input step"
+    return ""
+
+
+def check_gradient_norms(fn: Callable[..., Any]) -> Feedback:
+    """Checks ``fn(rnn, variables, xs) -> (batch, time)`` against the reference."""
+    problems = []
+    cases = _norm_cases()
+    for name, rnn, variables, xs, want in cases:
+        got, error = attempt(fn, rnn, variables, xs)
+        if error:
+            problems.append(f"case '{name}': {error}")
+            continue
+        try:
+            got = np.asarray(got, dtype=want.dtype)
+        except Exception:  # a value NumPy cannot read as an array of floats
+            problems.append(
+                f"case '{name}': expected an array of shape {want.shape}; got {type(got).__name__}"
+            )
+            continue
+        if got.shape != want.shape:
+            hint = _shape_hint(got.shape, *xs.shape)
+            problems.append(
+                f"case '{name}': the norms have shape {got.shape}; expected {want.shape} "
+                f"= (batch, time){hint}"
+            )
+            continue
+        if compare("the norms", got, want) is not None:
+            problem = _diagnose_norms(got, rnn, variables, xs, want)
+            problems.append(f"case '{name}': {problem}")
+    return Feedback("check_gradient_norms", len(cases), tuple(problems))
+
+
+@functools.cache
+def _checkpoint_cases():
+    """(name, cell, variables, xs, reference outputs, reference gradient), with xs
+    time-major, (time, batch, channels). Built once, like ``_norm_cases``."""
+    cells = [
+        ("SimpleCell(4), 5 steps, batch 2, 3 channels", SimpleCell(4), (5, 2, 3)),
+        ("LSTMCell(3), 6 steps, batch 3, 2 channels", LSTMCell(3), (6, 3, 2)),
+    ]
+    cases = []
+    for index, (name, cell, shape) in enumerate(cells):
+        key_x, key_init = jax.random.split(jax.random.key(200 + index))
+        xs = jax.random.normal(key_x, shape)
+        carry = cell.initialize_carry(jax.random.key(0), shape[1:])
+        variables = cell.init(key_init, carry, xs[0])
+        outputs = jax.jit(functools.partial(_reference_outputs, cell))(variables, xs)
+        grads = jax.jit(jax.grad(_loss, argnums=2), static_argnums=(0, 1))(
+            _reference_outputs, cell, variables, xs
+        )
+        cases.append((name, cell, variables, xs, outputs, grads))
+    return tuple(cases)
+
+
+def _loss(run, cell, variables, xs):
+    """What the checker differentiates: the sum of squares of every output."""
+    return jnp.sum(run(cell, variables, xs) ** 2)
+
+
+def _reference_outputs(cell, variables, xs):
+    rnn = RNN(cell, time_major=True)
+    return rnn.apply({"params": {"cell": variables["params"]}}, xs)
+
+
+def _backward_scans(fn, cell, variables, xs):
+    """The reverse=True scans in the jaxpr of the gradient of sum(fn(...)**2)."""
+
+    grad = jax.grad(_loss, argnums=2)
+    closed = jax.make_jaxpr(grad, static_argnums=(0, 1))(fn, cell, variables, xs)
+    return [eqn for eqn in _all_eqns(closed.jaxpr) if _is_scan(eqn) and eqn.params["reverse"]]
+
+
+def _is_scan(eqn) -> bool:
+    return eqn.primitive.name == "scan"
+
+
+def _sub_jaxprs(eqn):
+    for value in eqn.params.values():
+        for item in value if isinstance(value, (tuple, list)) else (value,):
+            if hasattr(item, "eqns"):
+                yield item
+            elif hasattr(getattr(item, "jaxpr", None), "eqns"):
+                yield item.jaxpr
+
+
+def _all_eqns(jaxpr):
+    """Every equation of ``jaxpr`` and of the jaxprs nested in it (scan bodies, ...)."""
+    for eqn in jaxpr.eqns:
+        yield eqn
+        for sub in _sub_jaxprs(eqn):
+            yield from _all_eqns(sub)
+
+
+def count_primitives(jaxpr, names) -> dict[str, int]:
+    """How many equations of ``jaxpr`` (nested ones included) apply each primitive in names."""
+    counts = dict.fromkeys(names, 0)
+    for eqn in _all_eqns(jaxpr):
+        if eqn.primitive.name in counts:
+            counts[eqn.primitive.name] += 1
+    return counts
+
+
+def check_checkpointed_rnn(fn: Callable[..., Any]) -> Feedback:
+    """Checks ``fn(cell, variables, xs)``: RNN's outputs and gradients, and a step that the
+    backward pass recomputes (``jax.checkpoint`` around the step, not around the scan)."""
+    problems = []
+    cases = _checkpoint_cases()
+    for name, cell, variables, xs, want, want_grads in cases:
+        got, error = attempt(fn, cell, variables, xs)
+        if error:
+            problems.append(f"case '{name}': {error}")
+            continue
+        problem = compare("the outputs", got, want)
+        if problem:
+            hint = ""
+            if np.shape(got) == np.shape(want)[:1] + np.shape(want)[2:]:
+                hint = " (return every step's output, not only the last carry)"
+            problems.append(f"case '{name}': {problem}{hint}")
+            continue
+
+        grad = jax.jit(jax.grad(_loss, argnums=2), static_argnums=(0, 1))
+        grads, error = attempt(grad, fn, cell, variables, xs)
+        if error:
+            problems.append(f"case '{name}': its gradient: {error}")
+            continue
+        problem = compare("the gradient", grads, want_grads)
+        if problem:
+            problems.append(f"case '{name}': {problem}")
+            continue
+        backward = _backward_scans(fn, cell, variables, xs)
+        if not backward:
+            problems.append(
+                f"case '{name}': the gradient has no reverse scan; run the steps with jax.lax.scan"
+            )
+            continue
+        recomputed = sum(
+            count_primitives(eqn.params["jaxpr"].jaxpr, _ACTIVATIONS)[n]
+            for eqn in backward
+            for n in _ACTIVATIONS
+        )
+        if not recomputed:
+            problems.append(
+                f"case '{name}': outputs and gradients are right, but the backward scan "
+                "does not recompute the step, so every step's intermediate values are "
+                "still stored: wrap the step function that scan calls in jax.checkpoint "
+                "(not the whole scan, and not a function that scan does not call)"
+            )
+    return Feedback("check_checkpointed_rnn", len(cases), tuple(problems))
