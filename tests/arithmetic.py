@@ -49,6 +49,10 @@ COMPARISON_TESTS = [
     "tests/test_benchmarks.py",
     "tests/test_migrate.py",
     "tests/test_multiprocess.py",
+    "tests/test_migrate_idioms.py",
+    "tests/test_stacked.py",
+    "tests/test_dropout.py",
+    "tests/test_exercises_cell_equations.py",
 ]
 
 
