@@ -12,11 +12,14 @@ from rnnlib.axis_roles import Layout, layout
 from rnnlib.bidirectional import Bidirectional
 from rnnlib.cell_base import RNNCellBase
 from rnnlib.conv_lstm import ConvLSTMCell
+from rnnlib.dropout import Dropout
 from rnnlib.flip import flip_sequences
 from rnnlib.gru import GRUCell, MGUCell
 from rnnlib.lstm import LSTMCell, OptimizedLSTMCell
+from rnnlib.recurrent_dropout import RecurrentDropoutCell
 from rnnlib.rnn import RNN
 from rnnlib.simple import SimpleCell
+from rnnlib.stacked import StackedRNN
 
 __version__ = "0.1.0"
 
@@ -30,6 +33,9 @@ __all__ = [
     "ConvLSTMCell",
     "RNN",
     "Bidirectional",
+    "StackedRNN",
+    "Dropout",
+    "RecurrentDropoutCell",
     "flip_sequences",
     "layout",
     "Layout",
