@@ -49,6 +49,7 @@ when any problem is found.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import re
 import sys
@@ -216,6 +217,18 @@ def expects_error(cell: dict) -> bool:
     )
 
 
+COLLAPSED_TAGS = {"hide-input", "hide-cell", "remove-input", "remove-cell"}
+
+
+def only_checks(cell: dict) -> bool:
+    """Whether a code cell does nothing but ``assert``: the reader has seen its facts printed."""
+    try:
+        body = ast.parse(_source(cell)).body
+    except SyntaxError:  # IPython magics and the like: not a plain check
+        return False
+    return bool(body) and all(isinstance(statement, ast.Assert) for statement in body)
+
+
 def _setup_cell_problems(cell: dict, repo: Repository) -> list[str]:
     source = _source(cell)
     code = _code_without_comments(source)
@@ -303,6 +316,14 @@ def book_problems(path: Path, cells: list[dict], root: Path) -> list[str]:
         if "hide-input" not in setup.get("metadata", {}).get("tags", []):
             problems.append(
                 "the Colab setup cell must be tagged hide-input, so the book shows it collapsed"
+            )
+
+    for index, cell in enumerate(cells):
+        tags = set(cell.get("metadata", {}).get("tags", []))
+        if cell.get("cell_type") == "code" and only_checks(cell) and not tags & COLLAPSED_TAGS:
+            problems.append(
+                f"cell {index} only asserts: move its asserts into the cell that prints the"
+                " values, or tag it hide-input so the book shows it collapsed"
             )
 
     markdown = [c for c in cells if c.get("cell_type") == "markdown"]

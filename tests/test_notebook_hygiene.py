@@ -302,6 +302,28 @@ def test_a_setup_cell_shown_open_is_reported(root):
     ]
 
 
+@pytest.mark.parametrize("tags", [[], ["remove-output"]])
+def test_a_cell_of_asserts_only_shown_open_is_reported(path, root, tags):
+    notebook = good_notebook(path, root)
+    notebook["cells"][5]["source"] = "assert x == 3\nassert x > 0  # a comment"
+    notebook["cells"][5]["metadata"] = {"tags": tags}
+    one_problem(check(notebook, path, root), "cell 5 only asserts", "hide-input")
+
+
+@pytest.mark.parametrize("tag", sorted(hygiene.COLLAPSED_TAGS))
+def test_a_collapsed_cell_of_asserts_only_is_fine(path, root, tag):
+    notebook = good_notebook(path, root)
+    notebook["cells"][5]["source"] = "assert x == 3"
+    notebook["cells"][5]["metadata"] = {"tags": [tag]}
+    assert check(notebook, path, root) == []
+
+
+def test_asserts_next_to_the_code_that_prints_are_fine(path, root):
+    notebook = good_notebook(path, root)
+    notebook["cells"][5]["source"] = "x = 3\nprint(x)\nassert x == 3"
+    assert check(notebook, path, root) == []
+
+
 def test_repository_url_must_be_on_github(root):
     (root / "_config.yml").write_text("repository:\n  url: https://gitlab.com/a/b\n")
     with pytest.raises(ValueError, match="https://github.com/OWNER/NAME.*gitlab"):
