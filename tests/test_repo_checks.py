@@ -342,3 +342,17 @@ def test_the_setup_cell_lets_the_floor_and_newer_releases_through(monkeypatch):
     assert _run_setup_cell(monkeypatch, floor)["OLDEST"] == floor
     _run_setup_cell(monkeypatch, {"jax": "0.10.2", "flax": "0.12.8"})
     _run_setup_cell(monkeypatch, {"jax": "0.11.0.dev20261201", "flax": "1.0.0rc1"})
+
+
+def test_the_intro_links_every_chapter_in_the_order_of_the_table_of_contents():
+    toc = yaml.safe_load((REPO_ROOT / "_toc.yml").read_text())
+    chapters = [
+        Path(entry["file"]).name
+        for part in toc["parts"]
+        for entry in part["chapters"]
+        if (REPO_ROOT / f"{entry['file']}.ipynb").exists()
+    ]
+    intro = (REPO_ROOT / "book" / "intro.md").read_text()
+    guide = intro.split("## How to read it", 1)[1].split("\n## ", 1)[0]
+    linked = re.findall(r"\]\(([\w-]+)\.ipynb\)", guide)
+    assert linked == chapters
