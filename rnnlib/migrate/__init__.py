@@ -12,7 +12,7 @@ cells), parses them with Python's ``ast`` module (never with regular expressions
 every use of the old API it finds, by rule. Each rule has a severity: ``error`` (breaks under
 current Flax), ``review`` (the checker cannot prove it safe, and says why) or ``advice``
 (breaks nothing; fails a run only with ``--strict``). The rules (from
-:data:`rnnlib.migrate.rules.RULES`, the one table that this text, ``--help`` and the migration
+``rnnlib.migrate.rules.RULES``, the one table that this text, ``--help`` and the migration
 chapter are made from):
 
 {rules}
@@ -24,7 +24,7 @@ keep their usual meaning when the file never binds them. A name bound to somethi
 (``import torch.nn as nn``) is not Flax, and nothing is reported for it.
 
 The names the rules follow further (a class in a dataclass field or on ``self``, an
-``nn.scan`` returned by a helper, ``rnn.cell``) are resolved by :mod:`rnnlib.migrate.resolve`.
+``nn.scan`` returned by a helper, ``rnn.cell``) are resolved by ``rnnlib.migrate.resolve``.
 
 Usage::
 
@@ -70,7 +70,7 @@ int, or null outside notebooks), ``line``, ``col``, ``code``, ``message``, ``sug
   int literals that differ, the finding says so and the fixer does not choose between them).
 * A cell or scanned cell class built without ``features`` is given the width written in the
   file or read from the carry it is called with (MIG003, see
-  :mod:`rnnlib.migrate.rule_features`); ``cell.initialize_carry(rng, batch_dims, size)`` on
+  ``rnnlib.migrate.rule_features``); ``cell.initialize_carry(rng, batch_dims, size)`` on
   such an instance loses ``size`` in the same edit (MIG007).
 * ``nn.ConvLSTM`` is renamed ``nn.ConvLSTMCell`` (MIG005), and an ``nn.RNNCellBase`` subclass
   whose inputs are plain vectors gets ``num_feature_axes`` (MIG006).
@@ -93,9 +93,9 @@ notebook that is not valid JSON); it is reported and the other files are still s
 
 {measured}
 
-The code: :mod:`~rnnlib.migrate.rules` (the table), one ``rule_*`` module per rule,
-:mod:`~rnnlib.migrate.checker` (runs them), :mod:`~rnnlib.migrate.fixer` (``--fix``),
-:mod:`~rnnlib.migrate.notebooks` (reading files and notebooks), :mod:`~rnnlib.migrate.cli`.
+The code: ``rules`` (the table), one ``rule_*`` module per rule,
+``checker`` (runs them), ``fixer`` (``--fix``),
+``notebooks`` (reading files and notebooks), ``cli``.
 """
 
 from __future__ import annotations
