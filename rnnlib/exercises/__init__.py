@@ -2,7 +2,7 @@
 
 Every chapter that has exercises has a module here (``rnnlib.exercises.<chapter>``) with one
 ``check_*`` function per exercise. A checker calls the attempt on a few cases, compares what
-comes back with a reference written in rnnlib or Flax, and returns a :class:`Feedback`, which a
+comes back with a reference written in rnnlib or Flax, and returns a ``Feedback``, which a
 notebook shows as text::
 
     from rnnlib.exercises.the_carry import check_scan_loop
