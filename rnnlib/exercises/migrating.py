@@ -1,0 +1,97 @@
+"""Checker for the migration chapter's exercise: carrying a checkpoint across the rename."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from rnnlib.exercises._check import Feedback, attempt, compare
+
+# nn.scan(nn.LSTMCell) was auto-named ScanLSTMCell_0; nn.RNN(nn.LSTMCell(...)) keeps its cell
+# under LSTMCell_0. Only names of a Scan-prefixed *cell class* move.
+_CELLS = "LSTMCell|OptimizedLSTMCell|GRUCell|MGUCell|SimpleCell|ConvLSTMCell"
+_SCANNED = re.compile(rf"^Scan({_CELLS})_(\d+)$")
+
+
+def _leaf(seed, shape):
+    return np.random.default_rng(seed).normal(size=shape).astype(np.float32)
+
+
+def _cases():
+    lstm = {
+        "hi": {"kernel": _leaf(0, (4, 4)), "bias": _leaf(1, (4,))},
+        "ii": {"kernel": _leaf(2, (3, 4))},
+    }
+    gru = {"hn": {"kernel": _leaf(3, (2, 2)), "bias": _leaf(4, (2,))}}
+    return [
+        ("one scanned LSTM at the top", {"params": {"ScanLSTMCell_0": lstm}}),
+        (
+            "a GRU scanned inside a submodule, next to a Dense",
+            {
+                "params": {
+                    "Encoder_0": {"ScanGRUCell_0": gru, "Dense_0": {"kernel": _leaf(5, (2, 1))}}
+                }
+            },
+        ),
+        (
+            "two scanned cells and a module that only looks similar",
+            {
+                "params": {
+                    "ScanLSTMCell_0": lstm,
+                    "ScanLSTMCell_1": lstm,
+                    "ScanHelper_0": {"kernel": _leaf(6, (1, 1))},
+                }
+            },
+        ),
+    ]
+
+
+def _renamed(tree):
+    if not isinstance(tree, dict):
+        return tree
+    out = {}
+    for key, value in tree.items():
+        match = _SCANNED.match(key)
+        out[f"{match[1]}_{match[2]}" if match else key] = _renamed(value)
+    return out
+
+
+def check_rename(rename) -> Feedback:
+    """Check ``rename(variables)`` on saved variable trees from 0.6-era ``nn.scan`` code.
+
+    Every key ``Scan<Cell>_<i>`` of a Flax cell class, at any depth, must become ``<Cell>_<i>``,
+    the name ``nn.RNN`` gives the same cell; every other key and every array stays as it was.
+    """
+    problems = []
+    cases = _cases()
+    for name, tree in cases:
+        want = _renamed(tree)
+        got, error = attempt(rename, tree)
+        if error:
+            problems.append(f"case '{name}': {error}")
+            continue
+        problem = compare("the variables", got, want)
+        if problem:
+            problems.append(f"case '{name}': {problem}{_diagnosis(got, tree)}")
+    return Feedback("check_rename", len(cases), tuple(problems))
+
+
+def _diagnosis(got, tree) -> str:
+    if not isinstance(got, dict):
+        return ""
+    left = sorted(key for key in _keys(got) if _SCANNED.match(key))
+    if left:
+        return (
+            f" ({left[0]} is left: every Scan<Cell>_<i> key becomes <Cell>_<i>, at every depth"
+            " of the tree, not only the top)"
+        )
+    if "Helper_0" in _keys(got):
+        return " (ScanHelper_0 is not a scanned cell: rename only Scan followed by a cell class)"
+    return ""
+
+
+def _keys(tree) -> set[str]:
+    if not isinstance(tree, dict):
+        return set()
+    return set(tree) | {k for value in tree.values() for k in _keys(value)}
