@@ -158,5 +158,5 @@ def test_the_checkers_correct_form_is_flax_linens(cell, variant):
     # The diagnoses rest on _gru/_mgu with default arguments being the right equations.
     for _, params, h, x in ce._cases(cell, seed=0):
         want, _ = cell.apply({"params": params}, h, x)
-        terms = ce.IN_FEATURES + ce.FEATURES + 1
+        terms = ce.CHANNELS + ce.FEATURES + 1
         assert_close(variant(params, h, x), want, terms=terms)

@@ -39,3 +39,10 @@ def test_returning_an_array_instead_of_a_number_is_reported():
     feedback = check_masked_mean(lambda p, mask: p * mask)
     assert not feedback
     assert "has shape (3, 6); expected ()" in str(feedback)
+
+
+def test_returning_no_number_at_all_is_reported_not_raised():
+    feedback = check_masked_mean(lambda p, mask: None)
+    assert not feedback
+    assert "the mean should be one number; got NoneType" in str(feedback)
+    assert "(return one number: the mean over every valid step" in str(feedback)

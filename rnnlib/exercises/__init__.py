@@ -5,14 +5,14 @@ Every chapter that has exercises has a module here (``rnnlib.exercises.<chapter>
 comes back with a reference written in rnnlib or Flax, and returns a ``Feedback``, which a
 notebook shows as text::
 
-    from rnnlib.exercises.the_carry import check_scan_loop
-    check_scan_loop(my_loop)   # ✘ check_scan_loop: case 'batch 2, 5 steps': the final carry ...
+    from rnnlib.exercises.the_carry import check_scan
+    check_scan(my_scan)   # ✘ check_scan: case 'an Elman step, carry (2, 4)': the final carry ...
 
 ``bool(feedback)`` is True when every case matched, so a solution cell can ``assert`` it.
 This package is the book's, not part of rnnlib's modelling API; it ships with rnnlib so that
 the one-line install a Colab reader runs brings the checkers too.
 """
 
-from rnnlib.exercises._check import Feedback, attempt, compare
+from rnnlib.exercises._check import Feedback, attempt, case_problems, compare, run_cases
 
-__all__ = ["Feedback", "attempt", "compare"]
+__all__ = ["Feedback", "attempt", "case_problems", "compare", "run_cases"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -41,6 +41,44 @@ def attempt(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, str
         return fn(*args, **kwargs), None
     except Exception as error:  # the reader's code may raise anything; report it, do not crash
         return None, f"calling it raised {type(error).__name__}: {error}"
+
+
+def case_problems(
+    fn: Callable[..., Any],
+    cases: Iterable[tuple[Any, ...]],
+    judge: Callable[..., str | None],
+) -> list[str]:
+    """Run the reader's ``fn`` on every case and judge each result; return what is wrong.
+
+    Each case is ``(name, args, *extra)``: the attempt is called as ``fn(*args)``. When that
+    raises, the case's problem is what it raised; otherwise it is ``judge(result, *args,
+    *extra)``, a sentence, or None when the result is right (``extra`` carries what the judge
+    needs besides the arguments, such as the reference's answer). Every problem starts with
+    ``case '<name>': ``.
+    """
+    problems = []
+    for name, args, *extra in cases:
+        got, problem = attempt(fn, *args)
+        if problem is None:
+            problem = judge(got, *args, *extra)
+        if problem:
+            problems.append(f"case '{name}': {problem}")
+    return problems
+
+
+def run_cases(
+    exercise: str,
+    fn: Callable[..., Any],
+    cases: Iterable[tuple[Any, ...]],
+    judge: Callable[..., str | None],
+) -> Feedback:
+    """A whole checker: ``case_problems(fn, cases, judge)`` as the ``Feedback`` of ``exercise``.
+
+    A checker that adds something after the cases (one more case of another kind, a mistake
+    that several cases point to) calls ``case_problems`` and builds its ``Feedback`` itself.
+    """
+    cases = list(cases)
+    return Feedback(exercise, len(cases), tuple(case_problems(fn, cases, judge)))
 
 
 def compare(name: str, got: Any, want: Any) -> str | None:

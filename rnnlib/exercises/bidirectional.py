@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from rnnlib.exercises._check import Feedback, attempt, compare
+from rnnlib.exercises._check import Feedback, compare, run_cases
 from rnnlib.flip import flip_sequences
 from rnnlib.gru import GRUCell
 from rnnlib.rnn import RNN
@@ -39,27 +39,23 @@ def check_backward(backward_by_hand) -> Feedback:
     def run(xs, lengths):
         return forward.apply(params, xs, seq_lengths=lengths)
 
-    problems = []
-    for name, xs, lengths in cases:
-        want = reference.apply(params, xs, seq_lengths=lengths)
-        got, error = attempt(backward_by_hand, run, xs, lengths)
-        if error:
-            problems.append(f"case '{name}': {error}")
-            continue
-        if jnp.shape(got) != want.shape:
-            problems.append(
-                f"case '{name}': the outputs have shape {jnp.shape(got)}; expected {want.shape}"
-            )
-            continue
-        valid = (jnp.arange(xs.shape[1])[None, :] < lengths[:, None])[..., None]
-        problem = compare(
-            "the outputs at valid steps", jnp.where(valid, got, 0), jnp.where(valid, want, 0)
-        )
-        if problem:
-            problems.append(
-                f"case '{name}': {problem}{_diagnosis(got, want, run, xs, lengths, valid)}"
-            )
-    return Feedback("check_backward", len(cases), tuple(problems))
+    cases = [
+        (name, (run, xs, lengths), reference.apply(params, xs, seq_lengths=lengths))
+        for name, xs, lengths in cases
+    ]
+    return run_cases("check_backward", backward_by_hand, cases, _judge)
+
+
+def _judge(got, run, xs, lengths, want) -> str | None:
+    if jnp.shape(got) != want.shape:
+        return f"the outputs have shape {jnp.shape(got)}; expected {want.shape}"
+    valid = (jnp.arange(xs.shape[1])[None, :] < lengths[:, None])[..., None]
+    problem = compare(
+        "the outputs at valid steps", jnp.where(valid, got, 0), jnp.where(valid, want, 0)
+    )
+    if problem:
+        return f"{problem}{_diagnosis(got, want, run, xs, lengths, valid)}"
+    return None
 
 
 def _diagnosis(got, want, run, xs, lengths, valid) -> str:

@@ -20,10 +20,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rnnlib.exercises._check import Feedback, attempt, compare
+from rnnlib.exercises._check import Feedback, case_problems, compare
 from rnnlib.gru import GRUCell, MGUCell
 
-IN_FEATURES = 3
+CHANNELS = 3
 FEATURES = 4
 # (name, batch shape): one row, several rows, and two batch axes.
 CASES = (("batch 1", (1,)), ("batch 5", (5,)), ("batch (2, 3)", (2, 3)))
@@ -38,7 +38,7 @@ def _cases(cell, seed: int):
     random too, so the hidden side counts.
     """
     for index, (name, batch) in enumerate(CASES):
-        x = jax.ShapeDtypeStruct((*batch, IN_FEATURES), jnp.float32)
+        x = jax.ShapeDtypeStruct((*batch, CHANNELS), jnp.float32)
         h = jax.ShapeDtypeStruct((*batch, FEATURES), jnp.float32)
         layout = jax.eval_shape(cell.init, jax.random.key(0), h, x)["params"]
         leaves, tree = jax.tree_util.tree_flatten((h, x, layout))
@@ -153,34 +153,34 @@ def _check_step(
     mistakes,
     seed: int,
 ) -> Feedback:
-    problems, diagnoses = [], []
-    for name, params, h, x in _cases(cell, seed):
-        want, _ = cell.apply({"params": params}, h, x)
-        got, error = attempt(fn, params, h, x)
-        if error:
-            problems.append(f"case '{name}': {error}")
-            continue
+    diagnoses = []
+
+    def judge(got, params, h, x, want) -> str | None:
         if isinstance(got, (tuple, list)):
-            problems.append(
-                f"case '{name}': it returned a {type(got).__name__} of {len(got)}; return "
-                "only the new h, an array shaped like h (the cell's (carry, output) pair "
-                "is not asked for here)"
+            return (
+                f"it returned a {type(got).__name__} of {len(got)}; return only the new h, an"
+                " array shaped like h (the cell's (carry, output) pair is not asked for here)"
             )
-            continue
         problem = compare("h_new", got, want)
         if problem is None:
-            continue
+            return None
         shape = getattr(got, "shape", None)
         if shape is not None and tuple(shape) != want.shape:
             problem += f" (h_new must have the shape of h, (*batch, features) = {want.shape})"
         elif getattr(got, "dtype", None) == want.dtype:
             problem = _largest_difference(got, want)
-        problems.append(f"case '{name}': {problem}")
         for kwargs, diagnosis in mistakes:
             if compare("h_new", got, variant(params, h, x, **kwargs)) is None:
                 if diagnosis not in diagnoses:
                     diagnoses.append(diagnosis)
                 break
+        return problem
+
+    cases = [
+        (name, (params, h, x), cell.apply({"params": params}, h, x)[0])
+        for name, params, h, x in _cases(cell, seed)
+    ]
+    problems = case_problems(fn, cases, judge)
     problems += [f"the values match a known mistake: {d}." for d in diagnoses]
     return Feedback(exercise, len(CASES), tuple(problems))
 

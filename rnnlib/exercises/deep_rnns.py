@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rnnlib.exercises._check import Feedback, attempt, compare
+from rnnlib.exercises._check import Feedback, attempt, case_problems, compare, run_cases
 from rnnlib.lstm import LSTMCell
 from rnnlib.rnn import RNN
 
@@ -55,33 +55,25 @@ def check_stack(stack) -> Feedback:
     the last (as PyTorch's ``nn.LSTM(dropout=...)`` does).
     """
     x = jax.random.normal(jax.random.key(0), (2, 5, 3))
-    cases = [
-        ("one layer", _layers((4,), 3)),
-        ("two layers", _layers((6, 4), 3)),
-        ("three layers", _layers((6, 6, 4), 3)),
-    ]
-    problems = []
-    for name, layers in cases:
+    cases = []
+    for name, widths in [("one layer", (4,)), ("two layers", (6, 4)), ("three layers", (6, 6, 4))]:
+        layers = _layers(widths, 3)
         want = _stack_reference(x, layers, _RecordingDropout())
-        dropout = _RecordingDropout()
-        got, error = attempt(stack, x, layers, dropout)
-        if error:
-            problems.append(f"case '{name}': {error}")
-            continue
-        calls = len(dropout.inputs)
-        gaps = len(layers) - 1
-        if calls != gaps:
-            hint = _where_dropout_went(dropout.inputs, x, layers)
-            problems.append(
-                f"case '{name}': dropout was called {calls} time(s); a stack of "
-                f"{len(layers)} layer(s) drops {gaps} time(s), once between each two layers"
-                f"{hint}"
-            )
-            continue
-        problem = compare("the output", got, want)
-        if problem:
-            problems.append(f"case '{name}': {problem}")
-    return Feedback("check_stack", len(cases), tuple(problems))
+        # Each attempt gets a dropout of its own, which records where it was called.
+        cases.append((name, (x, layers, _RecordingDropout()), want))
+    return run_cases("check_stack", stack, cases, _judge_stack)
+
+
+def _judge_stack(got, x, layers, dropout, want) -> str | None:
+    calls = len(dropout.inputs)
+    gaps = len(layers) - 1
+    if calls != gaps:
+        hint = _where_dropout_went(dropout.inputs, x, layers)
+        return (
+            f"dropout was called {calls} time(s); a stack of {len(layers)} layer(s) drops"
+            f" {gaps} time(s), once between each two layers{hint}"
+        )
+    return compare("the output", got, want)
 
 
 def _where_dropout_went(inputs, x, layers) -> str:
@@ -104,8 +96,8 @@ def _where_dropout_went(inputs, x, layers) -> str:
 
 def _mask_cases():
     return [
-        ("batch 4, 6 steps, 5 features, rate 0.5", jax.random.key(1), 4, 6, 5, 0.5),
-        ("batch 3, 2 steps, 8 features, rate 0.25", jax.random.key(2), 3, 2, 8, 0.25),
+        ("batch 4, 6 steps, 5 features, rate 0.5", (jax.random.key(1), 4, 6, 5, 0.5)),
+        ("batch 3, 2 steps, 8 features, rate 0.25", (jax.random.key(2), 3, 2, 8, 0.25)),
     ]
 
 
@@ -115,45 +107,34 @@ def check_recurrent_mask(recurrent_mask) -> Feedback:
     sequence that is the same at every step, and each unit kept with probability
     ``1 - rate``.
     """
-    problems = []
-    cases = _mask_cases()
-    for name, key, batch, steps, features, rate in cases:
-        got, error = attempt(recurrent_mask, key, batch, steps, features, rate)
-        if error:
-            problems.append(f"case '{name}': {error}")
-            continue
+
+    def judge(got, key, batch, steps, features, rate) -> str | None:
         got = np.asarray(got)
         if got.shape != (steps, batch, features):
-            problems.append(
-                f"case '{name}': the mask has shape {got.shape}; expected "
-                f"{(steps, batch, features)} (steps, batch, features)"
+            return (
+                f"the mask has shape {got.shape}; expected {(steps, batch, features)}"
+                " (steps, batch, features)"
             )
-            continue
         if got.dtype != np.bool_:
-            problems.append(
-                f"case '{name}': the mask has dtype {got.dtype}; expected bool (True = kept)"
-            )
-            continue
+            return f"the mask has dtype {got.dtype}; expected bool (True = kept)"
         changed = [t for t in range(1, steps) if not np.array_equal(got[t], got[0])]
         if changed:
-            problems.append(
-                f"case '{name}': the mask at step {changed[0]} differs from step 0: recurrent "
-                "dropout draws one mask per sequence and reuses it at every step, not a new "
-                "mask every step"
+            return (
+                f"the mask at step {changed[0]} differs from step 0: recurrent dropout draws"
+                " one mask per sequence and reuses it at every step, not a new mask every step"
             )
-            continue
         if batch > 1 and all(np.array_equal(got[0, b], got[0, 0]) for b in range(batch)):
-            problems.append(
-                f"case '{name}': every sequence of the batch got the same mask; each "
-                "sequence draws its own"
-            )
-            continue
+            return "every sequence of the batch got the same mask; each sequence draws its own"
         again, _ = attempt(recurrent_mask, key, batch, steps, features, rate)
         if again is None or not np.array_equal(np.asarray(again), got):
-            problems.append(
-                f"case '{name}': two calls with the same key gave different masks; draw "
-                "them from the key you are given"
+            return (
+                "two calls with the same key gave different masks; draw them from the key"
+                " you are given"
             )
+        return None
+
+    cases = _mask_cases()
+    problems = case_problems(recurrent_mask, cases, judge)
     # How often a unit is kept: only a large case tells 1 - rate from rate.
     key, rate = jax.random.key(3), 0.2
     big, error = attempt(recurrent_mask, key, 2000, 3, 16, rate)

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rnnlib.exercises._check import Feedback, attempt, compare
+from rnnlib.exercises._check import Feedback, compare, run_cases
 
 __all__ = ["check_shift_right", "check_greedy_decode", "reference_shift_right"]
 
@@ -33,40 +33,40 @@ def reference_shift_right(targets, start):
 SHIFT_CASES = (("batch 2, 3 steps", (2, 3), 12), ("batch 4, 5 steps", (4, 5), 11))
 
 
-def _shift_problem(name, got, targets, start):
+def _shift_problem(got, targets, start):
     """One sentence naming what is wrong with ``got`` as decoder inputs, or None."""
     want = np.asarray(reference_shift_right(targets, start))
     targets = np.asarray(targets)
     try:
         got = np.asarray(got)
     except Exception:
-        return f"case {name!r}: the result should be an array shaped {want.shape}"
+        return f"the result should be an array shaped {want.shape}"
     if got.shape == (want.shape[0], want.shape[1] + 1):
         return (
-            f"case {name!r}: the result has {got.shape[1]} steps, one more than the "
-            f"{want.shape[1]} targets. Drop the last target: the decoder never reads it, "
-            "because no prediction follows it"
+            f"the result has {got.shape[1]} steps, one more than the {want.shape[1]} targets."
+            " Drop the last target: the decoder never reads it, because no prediction"
+            " follows it"
         )
     if got.shape != want.shape:
-        return compare(f"case {name!r}: the decoder inputs", got, want)
+        return compare("the decoder inputs", got, want)
     if np.array_equal(got, targets):
         return (
-            f"case {name!r}: the decoder inputs are the targets themselves, not shifted, so "
-            "at every step the decoder would read the token it is asked to predict"
+            "the decoder inputs are the targets themselves, not shifted, so at every step the"
+            " decoder would read the token it is asked to predict"
         )
     if np.array_equal(got[:, :-1], targets[:, 1:]):
         return (
-            f"case {name!r}: the targets are shifted left (step t reads target t + 1), the "
-            "wrong way: step t must read target t - 1, and step 0 the start token"
+            "the targets are shifted left (step t reads target t + 1), the wrong way: step t"
+            " must read target t - 1, and step 0 the start token"
         )
     if np.array_equal(got[:, 1:], targets[:, :-1]) and not np.all(got[:, 0] == start):
         return (
-            f"case {name!r}: the first step reads {got[:, 0].tolist()}, not the start token "
-            f"{start}: the decoder's first input must be the start token"
+            f"the first step reads {got[:, 0].tolist()}, not the start token {start}: the"
+            " decoder's first input must be the start token"
         )
     if np.array_equal(got[1:], want[:-1]) or np.array_equal(got[:-1], want[1:]):
-        return f"case {name!r}: the shift went along the batch axis, not the time axis"
-    return compare(f"case {name!r}: the decoder inputs", got, want)
+        return "the shift went along the batch axis, not the time axis"
+    return compare("the decoder inputs", got, want)
 
 
 def check_shift_right(fn) -> Feedback:
@@ -75,14 +75,11 @@ def check_shift_right(fn) -> Feedback:
     ``targets`` is ``(batch, time)`` of int32 tokens; the answer must be ``(batch, time)``
     too: ``start`` at step 0, then ``targets[:, :-1]``.
     """
-    problems = []
-    for index, (name, shape, start) in enumerate(SHIFT_CASES):
-        targets = np.random.default_rng(index).integers(0, 10, shape).astype(np.int32)
-        got, error = attempt(fn, targets, start)
-        problem = f"case {name!r}: {error}" if error else _shift_problem(name, got, targets, start)
-        if problem:
-            problems.append(problem)
-    return Feedback("check_shift_right", len(SHIFT_CASES), tuple(problems))
+    cases = [
+        (name, (np.random.default_rng(index).integers(0, 10, shape).astype(np.int32), start))
+        for index, (name, shape, start) in enumerate(SHIFT_CASES)
+    ]
+    return run_cases("check_shift_right", fn, cases, _shift_problem)
 
 
 VOCAB, HIDDEN = 7, 8
@@ -141,67 +138,67 @@ def _recorder(step, calls):
     return recorded
 
 
-def _calls_problem(name, calls, carry, start, steps):
+def _calls_problem(calls, carry, start, steps):
     """What the recorded calls of a Python loop show, or None (or nothing recorded)."""
     if not calls:
         return (
-            f"case {name!r}: step was never called; each token must be the argmax of the "
-            "logits that a call of step returns"
+            "step was never called; each token must be the argmax of the logits that a call"
+            " of step returns"
         )
     if any(call is None for call in calls):  # traced (jit, scan): judged by the tokens alone
         return None
     if len(calls) != steps:
-        return f"case {name!r}: step was called {len(calls)} times; {steps} steps need {steps}"
+        return f"step was called {len(calls)} times; {steps} steps need {steps}"
     if not np.all(calls[0][0] == start):
         return (
-            f"case {name!r}: the first call fed the tokens {calls[0][0].tolist()}, not the start "
-            f"token {start}: the decoder's first input must be the start token"
+            f"the first call fed the tokens {calls[0][0].tolist()}, not the start token"
+            f" {start}: the decoder's first input must be the start token"
         )
     if not np.allclose(calls[0][1], carry):
-        return f"case {name!r}: the first call did not receive the carry passed in (the encoder's)"
+        return "the first call did not receive the carry passed in (the encoder's)"
     for t in range(1, len(calls)):
         tokens, received, _, _ = calls[t]
         _, _, returned, predicted = calls[t - 1]
         if not np.array_equal(received, returned):
             again = " (it got the first carry again)" if np.array_equal(received, carry) else ""
             return (
-                f"case {name!r}: the carry is not threaded: call {t + 1} did not receive the "
-                f"carry that call {t} returned{again}"
+                f"the carry is not threaded: call {t + 1} did not receive the carry that"
+                f" call {t} returned{again}"
             )
         if not np.array_equal(tokens, predicted):
             what = "the start token again" if np.all(tokens == start) else f"{tokens.tolist()}"
             return (
-                f"case {name!r}: the prediction is not fed back: call {t + 1} read {what}, not "
-                f"the argmax of call {t}'s logits, {predicted.tolist()}"
+                f"the prediction is not fed back: call {t + 1} read {what}, not the argmax of"
+                f" call {t}'s logits, {predicted.tolist()}"
             )
     return None
 
 
-def _output_problem(name, got, step, carry, start, steps):
+def _output_problem(got, step, carry, start, steps):
     """One sentence naming what is wrong with the returned tokens, or None."""
     want = np.asarray(_decode(step, carry, start, steps))
     try:
         got = np.asarray(got)
     except Exception:
-        return f"case {name!r}: the result should be an array of tokens shaped {want.shape}"
+        return f"the result should be an array of tokens shaped {want.shape}"
     if got.shape == want.shape and np.array_equal(got, want):
         return None
     batch = want.shape[0]
     if got.shape == (batch, steps + 1) and np.all(got[:, 0] == start):
         return (
-            f"case {name!r}: the result has {steps + 1} tokens and starts with the start token; "
-            f"return only the {steps} predictions"
+            f"the result has {steps + 1} tokens and starts with the start token; return only"
+            f" the {steps} predictions"
         )
     if got.shape == (steps, batch) and steps != batch:
-        return f"case {name!r}: the result is (steps, batch) = {got.shape}; expected (batch, steps)"
+        return f"the result is (steps, batch) = {got.shape}; expected (batch, steps)"
     if (
         got.shape == want.shape
         and np.all(got[:, 0] == start)
         and np.array_equal(got[:, 1:], want[:, :-1])
     ):
         return (
-            f"case {name!r}: the tokens are off by one: the result starts with the start token "
-            "and drops the last prediction; return the predictions, not the decoder's inputs"
+            "the tokens are off by one: the result starts with the start token and drops the"
+            " last prediction; return the predictions, not the decoder's inputs"
         )
     if got.shape == want.shape and not np.array_equal(got, want):
         wrong = {
@@ -214,9 +211,8 @@ def _output_problem(name, got, step, carry, start, steps):
         }
         for what, tokens in wrong.items():
             if np.array_equal(got, np.asarray(tokens)):
-                return f"case {name!r}: {what}"
-    problem = compare(f"case {name!r}: the tokens", got, want)
-    return problem
+                return what
+    return compare("the tokens", got, want)
 
 
 def check_greedy_decode(fn) -> Feedback:
@@ -227,17 +223,15 @@ def check_greedy_decode(fn) -> Feedback:
     tokens: the argmax of each step's logits, each fed back as the next step's input, starting
     from the token ``start`` and the given ``carry``, which each step passes to the next.
     """
-    problems = []
+    cases = []
     for index, (name, batch, steps, start) in enumerate(GREEDY_CASES):
         step, carry = _toy_decoder(index, batch)
-        calls = []
-        got, error = attempt(fn, _recorder(step, calls), carry, start, steps)
-        if error:
-            problems.append(f"case {name!r}: {error}")
-            continue
-        problem = _calls_problem(name, calls, carry, start, steps) or _output_problem(
-            name, got, step, carry, start, steps
-        )
-        if problem:
-            problems.append(problem)
-    return Feedback("check_greedy_decode", len(GREEDY_CASES), tuple(problems))
+        calls = []  # what the attempt gives step and gets back, call by call
+        cases.append((name, (_recorder(step, calls), carry, start, steps), step, calls))
+    return run_cases("check_greedy_decode", fn, cases, _judge_decode)
+
+
+def _judge_decode(got, recorded_step, carry, start, steps, step, calls) -> str | None:
+    return _calls_problem(calls, carry, start, steps) or _output_problem(
+        got, step, carry, start, steps
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax
 
 from rnnlib.conv_lstm import ConvLSTMCell
-from rnnlib.exercises._check import Feedback, attempt
+from rnnlib.exercises._check import Feedback, run_cases
 
 CASES = [
     # (one step's input shape, kernel_size, features)
@@ -24,25 +24,24 @@ def check_carry_shape(carry_shape) -> Feedback:
     shape of each of the carry's two arrays ``c`` and ``h``, as ``ConvLSTMCell(features,
     kernel_size).initialize_carry`` builds them.
     """
-    problems = []
-    for input_shape, kernel_size, features in CASES:
-        cell = ConvLSTMCell(features=features, kernel_size=kernel_size)
-        want = tuple(cell.initialize_carry(jax.random.key(0), input_shape)[0].shape)
-        name = f"input {input_shape}, kernel_size={kernel_size}, features={features}"
-        got, error = attempt(carry_shape, input_shape, kernel_size, features)
-        if error:
-            problems.append(f"case '{name}': {error}")
-            continue
-        try:
-            got = tuple(int(n) for n in got)
-        except (TypeError, ValueError):
-            problems.append(f"case '{name}': return a tuple of ints; got {got!r}")
-            continue
-        if got != want:
-            problems.append(
-                f"case '{name}': got {got}; expected {want}{_diagnosis(got, want, input_shape, kernel_size)}"
-            )
-    return Feedback("check_carry_shape", len(CASES), tuple(problems))
+    cases = [(_name(*case), case) for case in CASES]
+    return run_cases("check_carry_shape", carry_shape, cases, _judge)
+
+
+def _name(input_shape, kernel_size, features) -> str:
+    return f"input {input_shape}, kernel_size={kernel_size}, features={features}"
+
+
+def _judge(got, input_shape, kernel_size, features) -> str | None:
+    cell = ConvLSTMCell(features=features, kernel_size=kernel_size)
+    want = tuple(cell.initialize_carry(jax.random.key(0), input_shape)[0].shape)
+    try:
+        got = tuple(int(n) for n in got)
+    except (TypeError, ValueError):
+        return f"return a tuple of ints; got {got!r}"
+    if got != want:
+        return f"got {got}; expected {want}{_diagnosis(got, want, input_shape, kernel_size)}"
+    return None
 
 
 def _diagnosis(got, want, input_shape, kernel_size) -> str:

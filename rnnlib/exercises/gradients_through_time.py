@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rnnlib.exercises._check import Feedback, attempt, compare
+from rnnlib.exercises._check import Feedback, attempt, compare, run_cases
 from rnnlib.gru import GRUCell
 from rnnlib.lstm import LSTMCell
 from rnnlib.rnn import RNN
@@ -120,31 +120,21 @@ def _shape_hint(shape, batch, steps, channels) -> str:
 
 def check_gradient_norms(fn: Callable[..., Any]) -> Feedback:
     """Checks ``fn(rnn, variables, xs) -> (batch, time)`` against the reference."""
-    problems = []
-    cases = _norm_cases()
-    for name, rnn, variables, xs, want in cases:
-        got, error = attempt(fn, rnn, variables, xs)
-        if error:
-            problems.append(f"case '{name}': {error}")
-            continue
-        try:
-            got = np.asarray(got, dtype=want.dtype)
-        except Exception:  # a value NumPy cannot read as an array of floats
-            problems.append(
-                f"case '{name}': expected an array of shape {want.shape}; got {type(got).__name__}"
-            )
-            continue
-        if got.shape != want.shape:
-            hint = _shape_hint(got.shape, *xs.shape)
-            problems.append(
-                f"case '{name}': the norms have shape {got.shape}; expected {want.shape} "
-                f"= (batch, time){hint}"
-            )
-            continue
-        if compare("the norms", got, want) is not None:
-            problem = _diagnose_norms(got, rnn, variables, xs, want)
-            problems.append(f"case '{name}': {problem}")
-    return Feedback("check_gradient_norms", len(cases), tuple(problems))
+    cases = [(name, (rnn, variables, xs), want) for name, rnn, variables, xs, want in _norm_cases()]
+    return run_cases("check_gradient_norms", fn, cases, _judge_norms)
+
+
+def _judge_norms(got, rnn, variables, xs, want) -> str | None:
+    try:
+        got = np.asarray(got, dtype=want.dtype)
+    except Exception:  # a value NumPy cannot read as an array of floats
+        return f"expected an array of shape {want.shape}; got {type(got).__name__}"
+    if got.shape != want.shape:
+        hint = _shape_hint(got.shape, *xs.shape)
+        return f"the norms have shape {got.shape}; expected {want.shape} = (batch, time){hint}"
+    if compare("the norms", got, want) is not None:
+        return _diagnose_norms(got, rnn, variables, xs, want)
+    return None
 
 
 @functools.cache
@@ -220,46 +210,41 @@ def count_primitives(jaxpr, names) -> dict[str, int]:
 def check_checkpointed_rnn(fn: Callable[..., Any]) -> Feedback:
     """Checks ``fn(cell, variables, xs)``: RNN's outputs and gradients, and a step that the
     backward pass recomputes (``jax.checkpoint`` around the step, not around the scan)."""
-    problems = []
-    cases = _checkpoint_cases()
-    for name, cell, variables, xs, want, want_grads in cases:
-        got, error = attempt(fn, cell, variables, xs)
-        if error:
-            problems.append(f"case '{name}': {error}")
-            continue
+
+    def judge(got, cell, variables, xs, want, want_grads) -> str | None:
         problem = compare("the outputs", got, want)
         if problem:
             hint = ""
             if np.shape(got) == np.shape(want)[:1] + np.shape(want)[2:]:
                 hint = " (return every step's output, not only the last carry)"
-            problems.append(f"case '{name}': {problem}{hint}")
-            continue
+            return f"{problem}{hint}"
 
         grad = jax.jit(jax.grad(_loss, argnums=2), static_argnums=(0, 1))
         grads, error = attempt(grad, fn, cell, variables, xs)
         if error:
-            problems.append(f"case '{name}': its gradient: {error}")
-            continue
+            return f"its gradient: {error}"
         problem = compare("the gradient", grads, want_grads)
         if problem:
-            problems.append(f"case '{name}': {problem}")
-            continue
+            return problem
         backward = _backward_scans(fn, cell, variables, xs)
         if not backward:
-            problems.append(
-                f"case '{name}': the gradient has no reverse scan; run the steps with jax.lax.scan"
-            )
-            continue
+            return "the gradient has no reverse scan; run the steps with jax.lax.scan"
         recomputed = sum(
             count_primitives(eqn.params["jaxpr"].jaxpr, _ACTIVATIONS)[n]
             for eqn in backward
             for n in _ACTIVATIONS
         )
         if not recomputed:
-            problems.append(
-                f"case '{name}': outputs and gradients are right, but the backward scan "
+            return (
+                "outputs and gradients are right, but the backward scan "
                 "does not recompute the step, so every step's intermediate values are "
                 "still stored: wrap the step function that scan calls in jax.checkpoint "
                 "(not the whole scan, and not a function that scan does not call)"
             )
-    return Feedback("check_checkpointed_rnn", len(cases), tuple(problems))
+        return None
+
+    cases = [
+        (name, (cell, variables, xs), want, want_grads)
+        for name, cell, variables, xs, want, want_grads in _checkpoint_cases()
+    ]
+    return run_cases("check_checkpointed_rnn", fn, cases, judge)

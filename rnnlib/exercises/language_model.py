@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rnnlib.exercises._check import Feedback, attempt, compare
+from rnnlib.exercises._check import Feedback, case_problems, compare
 
 # Character ids that are their own position plus 100, so that a wrong value names the position
 # it was read from: id 112 is the character at position 12.
@@ -85,20 +85,15 @@ def check_windows(make_windows: Callable[..., Any]) -> Feedback:
     ``inputs[b, t] = ids[starts[b] + t]`` and ``targets[b, t] = ids[starts[b] + t + 1]``, the
     character that follows each input, which is what a language model learns to predict.
     """
-    problems, diagnoses = [], []
-    for name, starts, length in WINDOW_CASES:
-        starts = jnp.asarray(starts, jnp.int32)
-        want_inputs, want_targets = _windows(_TEXT, starts, length)
-        got, error = attempt(make_windows, _TEXT, starts, length)
-        if error:
-            problems.append(f"case '{name}': {error}")
-            continue
+    diagnoses = []
+
+    def judge(got, ids, starts, length) -> str | None:
+        want_inputs, want_targets = _windows(ids, starts, length)
         if not isinstance(got, (tuple, list)) or len(got) != 2:
             what = f"a {type(got).__name__}"
             if isinstance(got, (tuple, list)):
                 what += f" of {len(got)}"
-            problems.append(f"case '{name}': return a pair (inputs, targets); got {what}")
-            continue
+            return f"return a pair (inputs, targets); got {what}"
         arrays = [_as_int_array(label, v) for label, v in zip(("inputs", "targets"), got)]
         problem = next((message for _, message in arrays if message), None)
         if problem is None:
@@ -109,8 +104,7 @@ def check_windows(make_windows: Callable[..., Any]) -> Feedback:
             if problem and "shape" in problem:
                 problem += f" ((batch, length) = ({len(starts)}, {length}))"
         if problem is None:
-            continue
-        problems.append(f"case '{name}': {problem}")
+            return None
         if arrays[0][1] is None and arrays[1][1] is None:
             inputs, targets = arrays[0][0], arrays[1][0]
             for matches, diagnosis in _WINDOW_MISTAKES:
@@ -119,6 +113,13 @@ def check_windows(make_windows: Callable[..., Any]) -> Feedback:
                     if diagnosis not in diagnoses:
                         diagnoses.append(diagnosis)
                     break
+        return problem
+
+    cases = [
+        (name, (_TEXT, jnp.asarray(starts, jnp.int32), length))
+        for name, starts, length in WINDOW_CASES
+    ]
+    problems = case_problems(make_windows, cases, judge)
     problems += [f"the values match a known mistake: {d}." for d in diagnoses]
     return Feedback("check_windows", len(WINDOW_CASES), tuple(problems))
 
@@ -187,30 +188,33 @@ def check_generate(generate: Callable[..., Any]) -> Feedback:
     ``n`` sampled ids (not ``first_id``). The checker's ``step`` is a small toy whose carry,
     like an LSTM's, is a pair of arrays.
     """
-    problems, diagnoses = [], []
-    for name, first_id, steps, seed in GENERATE_CASES:
-        keys = jax.random.split(jax.random.key(seed), steps)
-        args = (toy_step, _toy_carry(), jnp.int32(first_id), keys)
+    diagnoses = []
+
+    def judge(got, step, carry, first_id, keys) -> str | None:
+        args = (step, carry, first_id, keys)
         want = _generate(*args)
-        got, error = attempt(generate, *args)
-        if error:
-            problems.append(f"case '{name}': {error}")
-            continue
+        steps = len(keys)
         ids, problem = _as_int_array("the ids", got)
         if problem is None:
             problem = compare("the ids", ids, want)
         if problem is None:
-            continue
+            return None
         if ids is not None and ids.shape == (steps + 1,):
-            first = ids[0] == first_id and np.array_equal(ids[1:], want)
+            first = ids[0] == int(first_id) and np.array_equal(ids[1:], want)
             hint = "first_id included" if first else f"{steps + 1} ids"
             problem += f" ({hint}: return the {steps} sampled ids, one per key)"
-        problems.append(f"case '{name}': {problem}")
         if ids is not None and ids.shape == want.shape:
             for kwargs, diagnosis in _GENERATE_MISTAKES:
                 if np.array_equal(ids, _generate(*args, **kwargs)):
                     if diagnosis not in diagnoses:
                         diagnoses.append(diagnosis)
                     break
+        return problem
+
+    cases = []
+    for name, first_id, steps, seed in GENERATE_CASES:
+        keys = jax.random.split(jax.random.key(seed), steps)
+        cases.append((name, (toy_step, _toy_carry(), jnp.int32(first_id), keys)))
+    problems = case_problems(generate, cases, judge)
     problems += [f"the values match a known mistake: {d}." for d in diagnoses]
     return Feedback("check_generate", len(GENERATE_CASES), tuple(problems))

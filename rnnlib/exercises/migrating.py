@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 
-from rnnlib.exercises._check import Feedback, attempt, compare
+from rnnlib.exercises._check import Feedback, compare, run_cases
 
 # nn.scan(nn.LSTMCell) was auto-named ScanLSTMCell_0; nn.RNN(nn.LSTMCell(...)) keeps its cell
 # under LSTMCell_0. Only names of a Scan-prefixed *cell class* move.
@@ -63,18 +63,15 @@ def check_rename(rename) -> Feedback:
     Every key ``Scan<Cell>_<i>`` of a Flax cell class, at any depth, must become ``<Cell>_<i>``,
     the name ``nn.RNN`` gives the same cell; every other key and every array stays as it was.
     """
-    problems = []
-    cases = _cases()
-    for name, tree in cases:
-        want = _renamed(tree)
-        got, error = attempt(rename, tree)
-        if error:
-            problems.append(f"case '{name}': {error}")
-            continue
-        problem = compare("the variables", got, want)
-        if problem:
-            problems.append(f"case '{name}': {problem}{_diagnosis(got, tree)}")
-    return Feedback("check_rename", len(cases), tuple(problems))
+    cases = [(name, (tree,), _renamed(tree)) for name, tree in _cases()]
+    return run_cases("check_rename", rename, cases, _judge)
+
+
+def _judge(got, tree, want) -> str | None:
+    problem = compare("the variables", got, want)
+    if problem:
+        return f"{problem}{_diagnosis(got, tree)}"
+    return None
 
 
 def _diagnosis(got, tree) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from rnnlib.exercises._check import Feedback, attempt, compare
+from rnnlib.exercises._check import Feedback, compare, run_cases
 
 
 def _cases():
@@ -13,10 +13,10 @@ def _cases():
     pair = (jax.random.normal(key, (4,)), jnp.arange(4.0))
     maps = (jnp.ones((8, 8, 6)), jnp.full((8, 8, 6), 2.0))
     return [
-        ("an LSTM start (c, h), x (2, 5, 3)", pair, (2, 5, 3), 1),
-        ("a GRU start h, x with two batch dims (3, 2, 7, 3)", jnp.arange(4.0), (3, 2, 7, 3), 1),
-        ("a ConvLSTM start, x (2, 5, 8, 8, 3)", maps, (2, 5, 8, 8, 3), 3),
-        ("no batch dims, x (5, 3)", pair, (5, 3), 1),
+        ("an LSTM start (c, h), x (2, 5, 3)", (pair, (2, 5, 3), 1)),
+        ("a GRU start h, x with two batch dims (3, 2, 7, 3)", (jnp.arange(4.0), (3, 2, 7, 3), 1)),
+        ("a ConvLSTM start, x (2, 5, 8, 8, 3)", (maps, (2, 5, 8, 8, 3), 3)),
+        ("no batch dims, x (5, 3)", (pair, (5, 3), 1)),
     ]
 
 
@@ -28,21 +28,16 @@ def check_broadcast_start(broadcast_start) -> Feedback:
     ``num_feature_axes`` trailing feature axes. Every leaf must come back broadcast to
     ``(*batch, *leaf.shape)``, the same structure as ``start``.
     """
-    problems = []
-    cases = _cases()
-    for name, start, x_shape, num_feature_axes in cases:
-        batch = x_shape[: len(x_shape) - num_feature_axes - 1]
-        want = jax.tree_util.tree_map(
-            lambda leaf, b=batch: jnp.broadcast_to(leaf, b + leaf.shape), start
-        )
-        got, error = attempt(broadcast_start, start, x_shape, num_feature_axes)
-        if error:
-            problems.append(f"case '{name}': {error}")
-            continue
-        problem = compare("the carry", got, want)
-        if problem:
-            problems.append(f"case '{name}': {problem}{_diagnosis(got, want, batch, x_shape)}")
-    return Feedback("check_broadcast_start", len(cases), tuple(problems))
+    return run_cases("check_broadcast_start", broadcast_start, _cases(), _judge)
+
+
+def _judge(got, start, x_shape, num_feature_axes) -> str | None:
+    batch = x_shape[: len(x_shape) - num_feature_axes - 1]
+    want = jax.tree_util.tree_map(lambda leaf: jnp.broadcast_to(leaf, batch + leaf.shape), start)
+    problem = compare("the carry", got, want)
+    if problem:
+        return f"{problem}{_diagnosis(got, want, batch, x_shape)}"
+    return None
 
 
 def _diagnosis(got, want, batch, x_shape) -> str:

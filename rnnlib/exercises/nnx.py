@@ -7,7 +7,7 @@ import itertools
 import jax
 import jax.numpy as jnp
 
-from rnnlib.exercises._check import Feedback, attempt, compare
+from rnnlib.exercises._check import Feedback, compare, run_cases
 from rnnlib.lstm import LSTMCell, OptimizedLSTMCell
 
 GATES = "ifgo"
@@ -50,18 +50,15 @@ def check_fuse(fuse) -> Feedback:
     ``{"dense_i": {"kernel"}, "dense_h": {"kernel", "bias"}}``, each the four gates' arrays
     side by side on the last axis.
     """
-    problems = []
-    cases = _cases()
-    for name, params in cases:
-        want = _reference(params)
-        got, error = attempt(fuse, params)
-        if error:
-            problems.append(f"case '{name}': {error}")
-            continue
-        problem = compare("the result", got, want)
-        if problem:
-            problems.append(f"case '{name}': {problem}{_diagnosis(got, params)}")
-    return Feedback("check_fuse", len(cases), tuple(problems))
+    cases = [(name, (params,), _reference(params)) for name, params in _cases()]
+    return run_cases("check_fuse", fuse, cases, _judge)
+
+
+def _judge(got, params, want) -> str | None:
+    problem = compare("the result", got, want)
+    if problem:
+        return f"{problem}{_diagnosis(got, params)}"
+    return None
 
 
 def _diagnosis(got, params) -> str:

@@ -8,7 +8,7 @@ import jax
 
 from rnnlib import legacy
 from rnnlib.conv_lstm import ConvLSTMCell
-from rnnlib.exercises._check import Feedback, attempt
+from rnnlib.exercises._check import Feedback, attempt, run_cases
 from rnnlib.lstm import LSTMCell
 
 # (batch_dims, size, the input's channels, kernel_size or None for a dense cell)
@@ -29,30 +29,27 @@ def check_port(input_shape_for) -> Feedback:
     for a dense cell (``size`` is then the width) and a tuple for a ConvLSTM (``size`` is then
     ``(*signal, features)``).
     """
-    problems = []
-    for batch_dims, size, channels, kernel_size in CASES:
-        signal = () if kernel_size is None else tuple(size[:-1])
-        want = tuple(batch_dims) + signal + (channels,)
-        name = (
-            f"batch_dims={batch_dims}, size={size}, channels={channels}, kernel_size={kernel_size}"
-        )
-        got, error = attempt(input_shape_for, batch_dims, size, channels, kernel_size)
-        if error:
-            problems.append(f"case '{name}': {error}")
-            continue
-        try:
-            got = tuple(int(n) for n in got)
-        except (TypeError, ValueError):
-            problems.append(f"case '{name}': return a tuple of ints; got {got!r}")
-            continue
-        problem = _carry_problem(got, batch_dims, size, kernel_size)
-        if problem:
-            problems.append(f"case '{name}': {problem}")
-        elif got != want:
-            problems.append(
-                f"case '{name}': got {got}; expected {want}{_diagnosis(got, want, size)}"
-            )
-    return Feedback("check_port", len(CASES), tuple(problems))
+    cases = [(_name(*case), case) for case in CASES]
+    return run_cases("check_port", input_shape_for, cases, _judge)
+
+
+def _name(batch_dims, size, channels, kernel_size) -> str:
+    return f"batch_dims={batch_dims}, size={size}, channels={channels}, kernel_size={kernel_size}"
+
+
+def _judge(got, batch_dims, size, channels, kernel_size) -> str | None:
+    signal = () if kernel_size is None else tuple(size[:-1])
+    want = tuple(batch_dims) + signal + (channels,)
+    try:
+        got = tuple(int(n) for n in got)
+    except (TypeError, ValueError):
+        return f"return a tuple of ints; got {got!r}"
+    problem = _carry_problem(got, batch_dims, size, kernel_size)
+    if problem:
+        return problem
+    if got != want:
+        return f"got {got}; expected {want}{_diagnosis(got, want, size)}"
+    return None
 
 
 def _carry_problem(input_shape, batch_dims, size, kernel_size) -> str | None:

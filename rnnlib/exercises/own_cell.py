@@ -24,7 +24,7 @@ from rnnlib.rnn import RNN
 from rnnlib.testing import CellContractError, check_cell_contract
 
 FEATURES = 4
-STEP_SHAPE = (2, 3, 3)  # (*batch, in_features): two batch dims
+STEP_SHAPE = (2, 3, 3)  # (*batch, channels): two batch dims
 STEPS = 6
 
 

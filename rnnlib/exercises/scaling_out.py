@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rnnlib.exercises._check import Feedback, attempt
+from rnnlib.exercises._check import Feedback, attempt, case_problems
 
 # (global_batch, num_devices, process_count): every process_index is tried.
 CASES = [(32, 4, 2), (24, 8, 4), (12, 4, 1), (64, 8, 2)]
@@ -22,25 +22,8 @@ def check_local_rows(local_rows) -> Feedback:
     process ``process_index`` must read, and raises ``ValueError`` when the global batch does
     not divide over the devices.
     """
-    problems = []
-    tried = 0
-    for global_batch, num_devices, process_count in CASES:
-        for process_index in range(process_count):
-            tried += 1
-            args = (global_batch, num_devices, process_index, process_count)
-            name = (
-                f"batch {global_batch}, {num_devices} devices, process {process_index}"
-                f" of {process_count}"
-            )
-            want = _want(*args)
-            got, error = attempt(local_rows, *args)
-            if error:
-                problems.append(f"case '{name}': {error}")
-            elif _pair(got) != want:
-                problems.append(
-                    f"case '{name}': got {got!r}; expected {want}{_diagnosis(got, args)}"
-                )
-    tried += 1
+    cases = _cases()
+    problems = case_problems(local_rows, cases, _judge)
     got, error = attempt(local_rows, 10, 4, 0, 2)
     if error is None or not error.startswith("calling it raised ValueError"):
         what = error or f"it returned {got!r}"
@@ -48,7 +31,27 @@ def check_local_rows(local_rows) -> Feedback:
             "case 'batch 10 over 4 devices': 10 rows do not divide over 4 devices, so this must"
             f" raise ValueError (naming both numbers); {what}"
         )
-    return Feedback("check_local_rows", tried, tuple(problems))
+    return Feedback("check_local_rows", len(cases) + 1, tuple(problems))
+
+
+def _cases():
+    """``(name, args)`` for every process of every entry of ``CASES``."""
+    return [
+        (
+            f"batch {global_batch}, {num_devices} devices, process {process_index}"
+            f" of {process_count}",
+            (global_batch, num_devices, process_index, process_count),
+        )
+        for global_batch, num_devices, process_count in CASES
+        for process_index in range(process_count)
+    ]
+
+
+def _judge(got, *args) -> str | None:
+    want = _want(*args)
+    if _pair(got) != want:
+        return f"got {got!r}; expected {want}{_diagnosis(got, args)}"
+    return None
 
 
 def _pair(got):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import jax
 
-from rnnlib.exercises._check import Feedback, attempt, compare
+from rnnlib.exercises._check import Feedback, attempt, compare, run_cases
 from rnnlib.rnn import RNN
 from rnnlib.simple import SimpleCell
 
@@ -41,7 +41,8 @@ def _cases():
             jax.random.fold_in(key_p, 1), (features,), minval=-0.5, maxval=0.5
         )
         params = {"i": {**params["i"], "bias": bias}, "h": params["h"]}
-        cases.append((f"x {x_shape}, features={features}", params, x, features))
+        want = RNN(SimpleCell(features=features)).apply({"params": {"cell": params}}, x)
+        cases.append((f"x {x_shape}, features={features}", (params, x), want))
     return cases
 
 
@@ -52,26 +53,21 @@ def check_hoisted_elman(elman_hoisted) -> Feedback:
     ``x`` is ``(batch, time, channels)``, the initial carry is zeros, and the outputs are
     ``(batch, time, features)`` as ``RNN(SimpleCell(features))`` returns them.
     """
-    problems = []
-    cases = _cases()
-    for name, params, x, features in cases:
-        want = RNN(SimpleCell(features=features)).apply({"params": {"cell": params}}, x)
-        got, error = attempt(elman_hoisted, params, x)
-        if error:
-            problems.append(f"case '{name}': {error}")
-            continue
+
+    def judge(got, params, x, want) -> str | None:
         problem = compare("the outputs", got, want)
         if problem:
-            problems.append(f"case '{name}': {problem}")
-            continue
+            return problem
         counted, error = attempt(matmuls, elman_hoisted, params, x)
         if error:
-            problems.append(f"case '{name}': tracing it to count the matmuls failed: {error}")
-        elif counted != (1, 1):
+            return f"tracing it to count the matmuls failed: {error}"
+        if counted != (1, 1):
             inside, outside = counted
-            problems.append(
-                f"case '{name}': the outputs are right, but there are {inside} matmul(s) per"
-                f" step and {outside} before the loop; hoisting leaves 1 and 1"
+            return (
+                f"the outputs are right, but there are {inside} matmul(s) per step and"
+                f" {outside} before the loop; hoisting leaves 1 and 1"
                 + (" (the input side is still inside the loop)" if inside >= 2 else "")
             )
-    return Feedback("check_hoisted_elman", len(cases), tuple(problems))
+        return None
+
+    return run_cases("check_hoisted_elman", elman_hoisted, _cases(), judge)

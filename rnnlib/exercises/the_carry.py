@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rnnlib.exercises._check import Feedback, attempt, compare
+from rnnlib.exercises._check import Feedback, compare, run_cases
 
 
 def _elman(carry, x):
@@ -30,9 +30,12 @@ def _cases():
     key = jax.random.key(0)
     xs = jax.random.normal(key, (5, 2, 3))  # (time, batch, channels): time first, like scan
     return [
-        ("an Elman step, carry (2, 4)", _elman, jnp.zeros((2, 4)), xs),
-        ("an LSTM-like step, carry (c, h)", _lstm_like, (jnp.ones((2, 1)), jnp.zeros((2, 1))), xs),
-        ("a step with two outputs", _two_outputs, jnp.zeros((2, 3)), xs[:4]),
+        ("an Elman step, carry (2, 4)", (_elman, jnp.zeros((2, 4)), xs)),
+        (
+            "an LSTM-like step, carry (c, h)",
+            (_lstm_like, (jnp.ones((2, 1)), jnp.zeros((2, 1))), xs),
+        ),
+        ("a step with two outputs", (_two_outputs, jnp.zeros((2, 3)), xs[:4])),
     ]
 
 
@@ -42,35 +45,27 @@ def check_scan(my_scan) -> Feedback:
     It must return ``(final_carry, ys)``, with every leaf of the step's outputs stacked along
     a new leading time axis, as ``lax.scan`` does.
     """
-    problems = []
-    cases = _cases()
-    for name, step, carry, xs in cases:
-        want_carry, want_ys = jax.lax.scan(step, carry, xs)
-        result, error = attempt(my_scan, step, carry, xs)
-        if error:
-            problems.append(f"case '{name}': {error}")
-            continue
-        if not isinstance(result, (tuple, list)) or len(result) != 2:
-            problems.append(
-                f"case '{name}': return a pair (final_carry, ys); got {type(result).__name__}"
+    return run_cases("check_scan", my_scan, _cases(), _judge)
+
+
+def _judge(result, step, carry, xs) -> str | None:
+    want_carry, want_ys = jax.lax.scan(step, carry, xs)
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        return f"return a pair (final_carry, ys); got {type(result).__name__}"
+    got_carry, got_ys = result
+    problem = compare("the final carry", got_carry, want_carry)
+    if problem and compare("", got_carry, carry) is None:
+        problem += " (it equals the carry you started from: assign the step's new carry)"
+    if problem is None:
+        problem = compare("ys", got_ys, want_ys)
+        if problem and isinstance(got_ys, list) and isinstance(want_ys, tuple):
+            problem += (
+                " (ys is a list of per-step outputs: stack each output leaf along a"
+                " new first axis, e.g. with jax.tree.map(lambda *a: jnp.stack(a), *ys))"
             )
-            continue
-        got_carry, got_ys = result
-        problem = compare("the final carry", got_carry, want_carry)
-        if problem and compare("", got_carry, carry) is None:
-            problem += " (it equals the carry you started from: assign the step's new carry)"
-        if problem is None:
-            problem = compare("ys", got_ys, want_ys)
-            if problem and isinstance(got_ys, list) and isinstance(want_ys, tuple):
-                problem += (
-                    " (ys is a list of per-step outputs: stack each output leaf along a"
-                    " new first axis, e.g. with jax.tree.map(lambda *a: jnp.stack(a), *ys))"
-                )
-            elif problem and _is_transposed(got_ys, want_ys):
-                problem += " (the outputs are stacked on the wrong axis: time goes first)"
-        if problem:
-            problems.append(f"case '{name}': {problem}")
-    return Feedback("check_scan", len(cases), tuple(problems))
+        elif problem and _is_transposed(got_ys, want_ys):
+            problem += " (the outputs are stacked on the wrong axis: time goes first)"
+    return problem
 
 
 def _is_transposed(got, want) -> bool:

@@ -6,17 +6,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rnnlib.exercises._check import Feedback, attempt, compare
+from rnnlib.exercises._check import Feedback, compare, run_cases
 from rnnlib.flip import flip_sequences
 
 
 def _cases():
     xs = jnp.arange(1, 1 + 4 * 5 * 2, dtype=jnp.float32).reshape(4, 5, 2)
+    longer = jax.random.normal(jax.random.key(0), (3, 9, 1))
     return [
-        ("lengths [3, 5, 1, 4]", xs, jnp.array([3, 5, 1, 4])),
-        ("every sequence full", xs[:2], jnp.array([5, 5])),
-        ("an empty sequence, lengths [0, 2]", xs[:2], jnp.array([0, 2])),
-        ("a longer batch", jax.random.normal(jax.random.key(0), (3, 9, 1)), jnp.array([9, 4, 7])),
+        ("lengths [3, 5, 1, 4]", (xs, jnp.array([3, 5, 1, 4]))),
+        ("every sequence full", (xs[:2], jnp.array([5, 5]))),
+        ("an empty sequence, lengths [0, 2]", (xs[:2], jnp.array([0, 2]))),
+        ("a longer batch", (longer, jnp.array([9, 4, 7]))),
     ]
 
 
@@ -26,25 +27,19 @@ def check_flip(my_flip) -> Feedback:
     Sequence ``b`` must have its first ``lengths[b]`` steps reversed in place. What the attempt
     puts at padded steps (``t >= lengths[b]``) is not checked: nothing correct reads them.
     """
-    problems = []
-    cases = _cases()
-    for name, xs, lengths in cases:
-        want = flip_sequences(xs, lengths, num_batch_dims=1, time_major=False)
-        got, error = attempt(my_flip, xs, lengths)
-        if error:
-            problems.append(f"case '{name}': {error}")
-            continue
-        if np.shape(got) != want.shape:
-            problems.append(
-                f"case '{name}': the result has shape {np.shape(got)}; expected {want.shape}"
-            )
-            continue
-        valid = (jnp.arange(xs.shape[1])[None, :] < lengths[:, None])[..., None]
-        got_valid, want_valid = jnp.where(valid, got, 0), jnp.where(valid, want, 0)
-        problem = compare("the valid steps", got_valid, want_valid)
-        if problem:
-            problems.append(f"case '{name}': {problem}{_diagnosis(xs, lengths, got, valid)}")
-    return Feedback("check_flip", len(cases), tuple(problems))
+    return run_cases("check_flip", my_flip, _cases(), _judge)
+
+
+def _judge(got, xs, lengths) -> str | None:
+    want = flip_sequences(xs, lengths, num_batch_dims=1, time_major=False)
+    if np.shape(got) != want.shape:
+        return f"the result has shape {np.shape(got)}; expected {want.shape}"
+    valid = (jnp.arange(xs.shape[1])[None, :] < lengths[:, None])[..., None]
+    got_valid, want_valid = jnp.where(valid, got, 0), jnp.where(valid, want, 0)
+    problem = compare("the valid steps", got_valid, want_valid)
+    if problem:
+        return f"{problem}{_diagnosis(xs, lengths, got, valid)}"
+    return None
 
 
 def _diagnosis(xs, lengths, got, valid) -> str:

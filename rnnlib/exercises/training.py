@@ -6,16 +6,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rnnlib.exercises._check import Feedback, attempt, compare
+from rnnlib.exercises._check import Feedback, compare, run_cases
 
 
 def _cases():
     per_step = jax.random.uniform(jax.random.key(0), (3, 6), minval=0.0, maxval=2.0)
     steps = jnp.arange(6)[None, :]
     return [
-        ("lengths [6, 2, 4]", per_step, steps < jnp.array([6, 2, 4])[:, None]),
-        ("no padding", per_step, jnp.ones((3, 6), bool)),
-        ("one sequence of length 1", per_step[:1], steps < 1),
+        ("lengths [6, 2, 4]", (per_step, steps < jnp.array([6, 2, 4])[:, None])),
+        ("no padding", (per_step, jnp.ones((3, 6), bool))),
+        ("one sequence of length 1", (per_step[:1], steps < 1)),
     ]
 
 
@@ -25,18 +25,19 @@ def check_masked_mean(masked_mean) -> Feedback:
     ``per_step`` is ``(batch, time)`` (a loss at every step); ``mask`` is a bool array of the same
     shape, False at padded steps. Every valid step counts once, whichever sequence it is in.
     """
-    problems = []
-    cases = _cases()
-    for name, per_step, mask in cases:
-        want = jnp.sum(jnp.where(mask, per_step, 0.0)) / jnp.sum(mask)
-        got, error = attempt(masked_mean, per_step, mask)
-        if error:
-            problems.append(f"case '{name}': {error}")
-            continue
-        problem = compare("the mean", jnp.asarray(got, jnp.float32), want)
-        if problem:
-            problems.append(f"case '{name}': {problem}{_diagnosis(per_step, mask, got)}")
-    return Feedback("check_masked_mean", len(cases), tuple(problems))
+    return run_cases("check_masked_mean", masked_mean, _cases(), _judge)
+
+
+def _judge(got, per_step, mask) -> str | None:
+    want = jnp.sum(jnp.where(mask, per_step, 0.0)) / jnp.sum(mask)
+    try:
+        got_array = jnp.asarray(got, jnp.float32)
+    except (TypeError, ValueError):  # None, a string, a dict: not a number at all
+        return f"the mean should be one number; got {type(got).__name__}{_diagnosis(per_step, mask, got)}"
+    problem = compare("the mean", got_array, want)
+    if problem:
+        return f"{problem}{_diagnosis(per_step, mask, got)}"
+    return None
 
 
 def _diagnosis(per_step, mask, got) -> str:
