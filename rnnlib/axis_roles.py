@@ -1,10 +1,11 @@
 """``layout``: how a module reads the axes of an input shape, as data and as a picture.
 
 Every axis of an input plays one role: ``batch``, ``time``, ``signal`` (the spatial
-axes a ConvLSTM convolves over) or ``feature`` (the channels). The split is decided
-by one number, the cell's ``num_feature_axes``: the last ``num_feature_axes`` axes
-are ``(*signal, feature)``, the axis before them is time (for an ``RNN``), and the
-rest are batch. ``layout`` applies that rule and reports the result::
+axes a ConvLSTM convolves over) or ``channels`` (the last axis, the width of each
+position's vector). The split is decided by one number, the cell's
+``num_feature_axes``: the last ``num_feature_axes`` axes, the cell's feature axes in
+Flax's words, are ``(*signal, channels)``; the axis before them is time (for an
+``RNN``), and the rest are batch. ``layout`` applies that rule and reports the result::
 
     >>> layout(RNN(ConvLSTMCell(6, kernel_size=(3, 3))), (16, 10, 64, 64, 3))
     Layout of RNN(cell=ConvLSTMCell(features=6, kernel_size=(3, 3))) on input (16, 10, 64, 64, 3)
@@ -31,7 +32,7 @@ ROLE_COLORS = {
     "batch": "#4C72B0",
     "time": "#DD8452",
     "signal": "#55A868",
-    "feature": "#C44E52",
+    "channels": "#C44E52",
 }
 
 
@@ -42,7 +43,7 @@ class Layout:
     Attributes:
         module: a short description of the module.
         input_shape: the shape that was analysed.
-        roles: one of ``'batch'``, ``'time'``, ``'signal'``, ``'feature'`` per axis.
+        roles: one of ``'batch'``, ``'time'``, ``'signal'``, ``'channels'`` per axis.
         batch_dims: the sizes of the batch axes.
         time_axis: the index of the time axis (``None`` for a lone cell).
         signal_dims: the sizes of the signal axes (``()`` for dense cells).
@@ -118,10 +119,10 @@ class Layout:
 
 
 def layout(module, input_shape, *, time_major: bool | None = None) -> Layout:
-    """Splits ``input_shape`` into batch, time, signal and feature axes for ``module``.
+    """Splits ``input_shape`` into batch, time, signal and channels axes for ``module``.
 
     Arguments:
-        module: a cell (``input_shape`` is one step's input, ``(*batch, *features)``),
+        module: a cell (``input_shape`` is one step's input, ``(*batch, *signal, channels)``),
             an ``RNN`` or a ``Bidirectional`` (``input_shape`` is a whole sequence):
             rnnlib's, flax.linen's or flax.nnx's, including cells of your own that
             subclass one of their ``RNNCellBase`` classes. The split needs only the
@@ -161,7 +162,7 @@ def layout(module, input_shape, *, time_major: bool | None = None) -> Layout:
     first_feature = len(input_shape) - n_features
     for axis in range(first_feature, len(input_shape) - 1):
         roles[axis] = "signal"
-    roles[-1] = "feature"
+    roles[-1] = "channels"
 
     carry = _carry_shapes(cell, step_shape)
     if kind == "bidirectional":

@@ -28,7 +28,7 @@ class Bidirectional(Module):
     the forward output at ``t``. Example::
 
         bi = Bidirectional(RNN(GRUCell(features=8)), RNN(GRUCell(features=8)))
-        x = jnp.ones((4, 10, 3))                      # (batch, time, features)
+        x = jnp.ones((4, 10, 3))                      # (batch, time, channels)
         variables = bi.init(jax.random.key(0), x)
         y = bi.apply(variables, x, seq_lengths=jnp.array([10, 3, 7, 1]))  # (4, 10, 16)
         (carry_fwd, carry_bwd), y = bi.apply(variables, x, return_carry=True)

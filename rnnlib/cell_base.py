@@ -3,8 +3,8 @@
 A cell is one step of a recurrence, ``(carry, x) -> (carry, y)``. After FLIP 3099
 a cell carries its own metadata: ``initialize_carry(rng, input_shape)`` builds the
 carry from the shape of one step's input, and ``num_feature_axes`` says how many
-trailing axes of that input are features (1 for dense cells; ``len(signal) + 1``
-for a ConvLSTM over a ``signal`` of spatial dims). ``RNN`` needs nothing more to
+trailing axes of that input the cell owns, ``(*signal, channels)`` (1 for dense
+cells; ``len(signal) + 1`` for a ConvLSTM over a ``signal`` of spatial dims). ``RNN`` needs nothing more to
 find the time axis of any input.
 
 Writing a cell means implementing:
@@ -49,7 +49,7 @@ class RNNCellBase(Module):
 
     @property
     def num_feature_axes(self) -> int:
-        """How many trailing axes of one step's input are feature axes."""
+        """How many trailing axes of one step's input the cell owns: ``(*signal, channels)``."""
         raise NotImplementedError(_missing(self, "num_feature_axes"))
 
     def create_params(self, key, input_shape: Sequence[int]) -> dict:
@@ -85,7 +85,9 @@ class RNNCellBase(Module):
 
     # -- shape checks shared by cells and RNN -------------------------------------------
 
-    def check_input_shape(self, input_shape: Sequence[int], layout: str = "(*batch, *features)"):
+    def check_input_shape(
+        self, input_shape: Sequence[int], layout: str = "(*batch, *signal, channels)"
+    ):
         """Raises if ``input_shape`` has fewer axes than this cell's feature axes."""
         input_shape = tuple(input_shape)
         if len(input_shape) < self.num_feature_axes:
@@ -95,15 +97,18 @@ class RNNCellBase(Module):
                 f"only {len(input_shape)} axes."
             )
 
-    def feature_layout(self, layout: str = "(*batch, *features)") -> str:
-        """``layout`` with ``*features`` spelled out for this cell, e.g. ``height, width, channels``."""
+    def feature_layout(self, layout: str = "(*batch, *signal, channels)") -> str:
+        """``layout`` with this cell's feature axes, ``*signal, channels``, spelled out:
+        ``channels`` for a dense cell, ``height, width, channels`` for a 2-D ConvLSTM."""
         names = {
-            1: "features",
+            1: "channels",
             2: "length, channels",
             3: "height, width, channels",
             4: "depth, height, width, channels",
         }
-        return layout.replace("*features", names.get(self.num_feature_axes, "*signal, channels"))
+        return layout.replace(
+            "*signal, channels", names.get(self.num_feature_axes, "*signal, channels")
+        )
 
     def check_variables(self, params: dict, input_shape: Sequence[int], path: str = "params"):
         """Raises if ``params`` does not hold every parameter, at the right shape, that

@@ -20,7 +20,7 @@ def flip_sequences(inputs, seq_lengths, num_batch_dims: int, time_major: bool):
                       [5, 4, 3, 2, 1]]
 
     Arguments:
-        inputs: ``(*batch, time, *features)``, or ``(time, *batch, *features)`` when
+        inputs: ``(*batch, time, *signal, channels)``, or ``(time, *batch, *signal, channels)`` when
             ``time_major``.
         seq_lengths: ints shaped ``(*batch)``, each in ``[0, time]``; ``None`` flips
             every sequence whole.

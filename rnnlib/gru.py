@@ -39,7 +39,7 @@ class GRUCell(RNNCellBase):
     Example::
 
         cell = GRUCell(features=4)
-        x = jnp.ones((2, 3))                                 # (batch, in_features)
+        x = jnp.ones((2, 3))                                 # (batch, channels)
         h = cell.initialize_carry(jax.random.key(0), x.shape)  # (2, 4)
         variables = cell.init(jax.random.key(1), h, x)
         h, y = cell.apply(variables, h, x)                   # y is h

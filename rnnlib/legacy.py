@@ -20,7 +20,7 @@ same variables give the same numbers in both APIs::
 
     from rnnlib import legacy
     carry = legacy.LSTMCell.initialize_carry(key, (16,), 64)
-    variables = legacy.LSTMCell().init(key, carry, x)       # x: (16, in_features)
+    variables = legacy.LSTMCell().init(key, carry, x)       # x: (16, channels)
     old_out = legacy.LSTMCell().apply(variables, carry, x)
     new_out = rnnlib.LSTMCell(features=64).apply(variables, carry, x)  # identical arrays
 
@@ -127,7 +127,7 @@ def _check_conv_size(owner: str, size, what: str = "size") -> tuple[int, ...]:
 
 
 def _spell(shape: Sequence[Any]) -> str:
-    """``(16, <input features>)``: a shape that may hold placeholders, as Python spells it."""
+    """``(16, <input channels>)``: a shape that may hold placeholders, as Python spells it."""
     items = [str(n) for n in shape]
     return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
 
@@ -149,7 +149,7 @@ def _dense_pair_carry(name, rng, batch_dims, size, init_fn, stacklevel):
     _deprecated(
         f"{name}.initialize_carry(rng, {_spell(batch_dims) if batch_dims else '()'}, {size})",
         f"{name}(features={size}{_carry_init_note(init_fn)}).initialize_carry(rng, "
-        f"{_spell(batch_dims + ('<input features>',))})",
+        f"{_spell(batch_dims + ('<input channels>',))})",
         stacklevel + 1,
     )
     return _pair_carry(rng, batch_dims + (size,), init_fn)
@@ -373,7 +373,7 @@ class GRUCell(_LegacyCell):
         _deprecated(
             f"GRUCell.initialize_carry(rng, {_spell(batch_dims) if batch_dims else '()'}, {size})",
             f"GRUCell(features={size}{_carry_init_note(init_fn)}).initialize_carry(rng, "
-            f"{_spell(batch_dims + ('<input features>',))})",
+            f"{_spell(batch_dims + ('<input channels>',))})",
             stacklevel=2,
         )
         return init_fn(rng, batch_dims + (size,))
@@ -500,8 +500,8 @@ class RNN(Module):
 
     The carry is ``cell.initialize_carry(init_key, batch_dims, cell_size)`` with
     zeros (``init_key`` defaults to ``jax.random.PRNGKey(0)``), unless the call passes
-    ``initial_carry``. Inputs are ``(*batch, time, *features)``, or ``(time, *batch,
-    *features)`` with ``time_major``; the call takes the same keywords as
+    ``initial_carry``. Inputs are ``(*batch, time, *signal, channels)``, or ``(time, *batch,
+    *signal, channels)`` with ``time_major``; the call takes the same keywords as
     ``rnnlib.RNN`` (``initial_carry``, ``init_key``, ``seq_lengths``, ``return_carry``,
     ``time_major``, ``reverse``, ``keep_order``). The scan, ``seq_lengths`` handling and
     numbers are ``rnnlib.RNN``'s; the variables are ``{'params': {'cell': {...}}}``.

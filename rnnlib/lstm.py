@@ -45,7 +45,7 @@ class LSTMCell(RNNCellBase):
     Example::
 
         cell = LSTMCell(features=4)
-        x = jnp.ones((2, 3))                                 # (batch, in_features)
+        x = jnp.ones((2, 3))                                 # (batch, channels)
         carry = cell.initialize_carry(jax.random.key(0), x.shape)  # ((2, 4), (2, 4))
         variables = cell.init(jax.random.key(1), carry, x)
         (c, h), y = cell.apply(variables, carry, x)          # y is h, shape (2, 4)
@@ -89,7 +89,7 @@ class LSTMCell(RNNCellBase):
         return 1
 
     def initialize_carry(self, rng, input_shape):
-        """``(c, h)``, each ``(*batch, features)`` for ``input_shape = (*batch, in_features)``.
+        """``(c, h)``, each ``(*batch, features)`` for ``input_shape = (*batch, channels)``.
 
         ``rng`` is split in two: one key for ``c``, one for ``h``.
         """

@@ -44,7 +44,7 @@ class RecurrentDropoutCell(RNNCellBase):
         recurrent_rate: probability of dropping a unit of ``h``, in ``[0, 1)``; the mask is
             shaped like ``h``, ``(*batch, features)``.
         input_rate: probability of dropping a value of the input, in ``[0, 1)``; the mask
-            is shaped like one step's input, ``(*batch, *features)``.
+            is shaped like one step's input, ``(*batch, *signal, channels)``.
 
     The carry the cell returns is the wrapped cell's new carry, not dropped. The masks
     come from the keys flax.linen gives two ``nn.Dropout`` submodules of this cell named
@@ -173,7 +173,7 @@ class _MaskedCell(RNNCellBase):
         return self.dropout.prepare(params)
 
     def project_inputs(self, weights, inputs):
-        # The input mask is (*batch, *features); it broadcasts over a leading time axis
+        # The input mask is (*batch, *signal, channels); it broadcasts over a leading time axis
         # when RNN projects every step at once, and is the same mask at every step.
         if self.input_mask is not None:
             inputs = apply_mask(inputs, self.input_mask, self.dropout.input_rate)

@@ -20,8 +20,8 @@ def split_axes(cell: RNNCellBase, shape, time_major: bool, owner=None):
     The cell owns its last ``cell.num_feature_axes`` axes; the axis just before them is
     time (or axis 0 when ``time_major``), and everything else is batch::
 
-        time_major=False:  (*batch, time, *features)  ->  time_axis = ndim - (F + 1)
-        time_major=True:   (time, *batch, *features)  ->  time_axis = 0
+        time_major=False:  (*batch, time, *signal, channels)  ->  time_axis = ndim - (F + 1)
+        time_major=True:   (time, *batch, *signal, channels)  ->  time_axis = 0
 
     Returns ``(batch_dims, time_axis)``; raises a ``ValueError`` when ``shape`` has
     no room for a time axis.
@@ -29,7 +29,11 @@ def split_axes(cell: RNNCellBase, shape, time_major: bool, owner=None):
     shape = tuple(shape)
     features = cell.num_feature_axes
     if len(shape) < features + 1:
-        layout = "(time, *batch, *features)" if time_major else "(*batch, time, *features)"
+        layout = (
+            "(time, *batch, *signal, channels)"
+            if time_major
+            else "(*batch, time, *signal, channels)"
+        )
         axes = "axis" if features == 1 else "axes"
         raise ValueError(
             f"{describe(owner or cell)} expects inputs shaped "
@@ -63,11 +67,11 @@ class RNN(Module):
     """Runs a cell over every step of a sequence; returns the stacked outputs.
 
     The time axis is found from the cell's ``num_feature_axes``: inputs are
-    ``(*batch, time, *features)`` (or ``(time, *batch, *features)`` with
+    ``(*batch, time, *signal, channels)`` (or ``(time, *batch, *signal, channels)`` with
     ``time_major``), with any number of batch dims, including none. Example::
 
         rnn = RNN(LSTMCell(features=8))
-        x = jnp.ones((4, 10, 3))                      # (batch, time, features)
+        x = jnp.ones((4, 10, 3))                      # (batch, time, channels)
         variables = rnn.init(jax.random.key(0), x)    # {'params': {'cell': {...}}}
         y = rnn.apply(variables, x)                   # (4, 10, 8)
         carry, y = rnn.apply(variables, x, return_carry=True,

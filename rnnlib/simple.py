@@ -32,7 +32,7 @@ class SimpleCell(RNNCellBase):
     Example::
 
         cell = SimpleCell(features=4)
-        x = jnp.ones((2, 3))                                 # (batch, in_features)
+        x = jnp.ones((2, 3))                                 # (batch, channels)
         h = cell.initialize_carry(jax.random.key(0), x.shape)  # (2, 4)
         variables = cell.init(jax.random.key(1), h, x)
         h, y = cell.apply(variables, h, x)
@@ -67,7 +67,7 @@ class SimpleCell(RNNCellBase):
         return 1
 
     def initialize_carry(self, rng, input_shape):
-        """``h`` shaped ``(*batch, features)`` for ``input_shape = (*batch, in_features)``."""
+        """``h`` shaped ``(*batch, features)`` for ``input_shape = (*batch, channels)``."""
         shape = tuple(input_shape[:-1]) + (self.features,)
         return self.carry_init(rng, shape, self.param_dtype)
 

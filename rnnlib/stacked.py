@@ -9,7 +9,7 @@ connection), which needs the two to have the same width::
         dropout_rate=0.25,
         residual=(False, True, True),       # layer 0 widens 3 channels to 8: no residual
     )
-    x = jnp.ones((4, 10, 3))                               # (batch, time, features)
+    x = jnp.ones((4, 10, 3))                               # (batch, time, channels)
     variables = stack.init(jax.random.key(0), x)           # params/layers_0, layers_1, ...
     y = stack.apply(variables, x, deterministic=True)      # (4, 10, 8)
     y = stack.apply(variables, x, deterministic=False, rngs={"dropout": jax.random.key(1)})

@@ -9,12 +9,13 @@ them, one part at a time, and names the first part a cell breaks::
     report = check_cell_contract(MyCell(features=8), input_shape=(2, 3, 5))
     print(report)   # ✔ MyCell(features=8) meets the cell contract for steps shaped ...
 
-``input_shape`` is the shape of one step's input, ``(*batch, *features)`` with at least
-two batch dims (so that several batch dims are checked), where ``features`` is
-``(*signal, channels)``. The parts, in the order they are checked (``PARTS``):
+``input_shape`` is the shape of one step's input, ``(*batch, *signal, channels)`` with at least
+two batch dims (so that several batch dims are checked). The parts, in the order they are
+checked (``PARTS``):
 
 1. ``num_feature_axes``: an int >= 1, the number of trailing axes of one step's input
-   that are features (1 for a dense cell, ``len(signal) + 1`` for a ConvLSTM).
+   that the cell owns, ``(*signal, channels)`` (1 for a dense cell, ``len(signal) + 1`` for
+   a ConvLSTM).
 2. ``initialize_carry``: ``initialize_carry(rng, input_shape)`` returns a pytree of
    arrays, each leaf starting with the batch dims ``input_shape[:-num_feature_axes]``,
    and follows ``input_shape`` when the batch dims change.
@@ -234,8 +235,8 @@ class _Check:
                 "num_feature_axes",
                 f"reading cell.num_feature_axes raised NotImplementedError{detail}; expected "
                 "a property returning an int >= 1, the number of trailing axes of one step's "
-                "input that are features (1 for a dense cell, len(signal) + 1 for a "
-                "convolutional one).",
+                "input the cell owns, (*signal, channels): 1 for a dense cell, len(signal) + 1 "
+                "for a convolutional one.",
             )
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
             self.fail(
@@ -247,7 +248,7 @@ class _Check:
         if len(self.input_shape) < self.features_n + 2:
             raise _argument_error(
                 ValueError,
-                "check_cell_contract needs input_shape = (*batch, *features) with at least "
+                "check_cell_contract needs input_shape = (*batch, *signal, channels) with at least "
                 f"two batch dims, to check several; got {self.input_shape}, which has "
                 f"{max(len(self.input_shape) - self.features_n, 0)} for a cell with "
                 f"num_feature_axes = {self.features_n}.",

@@ -126,7 +126,7 @@ def cell_params(ids):
 
 
 def sequence_input(seed, batch_dims, time, feature_shape, *, time_major=False, dtype=jnp.float32):
-    """A normal random input shaped ``(*batch, time, *features)`` or ``(time, *batch, *features)``."""
+    """A normal random input shaped ``(*batch, time, *signal, channels)`` or ``(time, *batch, *signal, channels)``."""
     shape = (
         (time, *batch_dims, *feature_shape) if time_major else (*batch_dims, time, *feature_shape)
     )
@@ -188,7 +188,7 @@ def random_like(seed, tree):
 def random_carry(cell, seed, step_shape):
     """A carry laid out like ``cell.initialize_carry(key, step_shape)``, filled with random values.
 
-    ``step_shape`` is the shape of one step's input, ``(*batch, *features)``.
+    ``step_shape`` is the shape of one step's input, ``(*batch, *signal, channels)``.
     """
     return random_like(seed, cell.initialize_carry(jax.random.key(0), step_shape))
 
@@ -360,7 +360,7 @@ def batch_major(x, num_batch_dims, time_major):
 
 
 def step_by_step(apply, cell_variables, sequence, carry, length, *, reverse=False):
-    """Runs one unbatched sequence ``(time, *features)`` through a cell in a Python loop.
+    """Runs one unbatched sequence ``(time, *signal, channels)`` through a cell in a Python loop.
 
     ``apply`` is the cell's ``apply`` (possibly jitted). Only the first ``length``
     steps are valid; with ``reverse`` they are visited last to first. Returns the
@@ -432,7 +432,7 @@ def flatten_batch(x, seq_lengths, num_batch_dims, time_major):
 
 
 def unflatten_carry(carry, batch_dims):
-    """Inverse of ``flatten_batch`` for a carry of shape ``(prod(batch), *features)``."""
+    """Inverse of ``flatten_batch`` for a carry of shape ``(prod(batch), *signal, features)``."""
     return jax.tree_util.tree_map(lambda c: c.reshape(*batch_dims, *c.shape[1:]), carry)
 
 

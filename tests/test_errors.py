@@ -39,7 +39,7 @@ def test_rnn_input_without_room_for_a_time_axis_names_the_layout_and_the_shape()
 
 def test_time_major_rnn_input_without_a_time_axis_names_the_time_major_layout():
     rnn = RNN(LSTMCell(features=4), time_major=True)
-    with _raises(ValueError, "(time, *batch, features)", "(3,)"):
+    with _raises(ValueError, "(time, *batch, channels)", "(3,)"):
         rnn.init(KEY, jnp.ones((3,)))
 
 
@@ -54,7 +54,7 @@ def test_conv_lstm_cell_input_with_too_few_axes_names_the_feature_axes(kernel_si
 
 def test_cell_apply_with_a_scalar_input_is_rejected():
     cell = GRUCell(features=3)
-    with _raises(ValueError, "(*batch, features)", "got shape ()"):
+    with _raises(ValueError, "(*batch, channels)", "got shape ()"):
         cell.init(KEY, jnp.zeros((3,)), jnp.float32(1.0))
 
 

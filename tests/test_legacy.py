@@ -438,12 +438,12 @@ def warns(match):
 
 def test_static_initialize_carry_warns_with_the_new_call_and_the_callers_numbers():
     rng = jax.random.PRNGKey(0)
-    with warns("LSTMCell(features=64).initialize_carry(rng, (16, <input features>))") as record:
+    with warns("LSTMCell(features=64).initialize_carry(rng, (16, <input channels>))") as record:
         legacy.LSTMCell.initialize_carry(rng, (16,), 64)
     assert record[0].filename == __file__  # it points at the caller's line
-    with warns("OptimizedLSTMCell(features=8).initialize_carry(rng, (4, 2, <input features>))"):
+    with warns("OptimizedLSTMCell(features=8).initialize_carry(rng, (4, 2, <input channels>))"):
         legacy.OptimizedLSTMCell.initialize_carry(rng, (4, 2), 8)
-    with warns("GRUCell(features=32).initialize_carry(rng, (<input features>,))") as record:
+    with warns("GRUCell(features=32).initialize_carry(rng, (<input channels>,))") as record:
         legacy.GRUCell.initialize_carry(rng, (), 32)
     assert record[0].filename == __file__
     with warns(

@@ -187,7 +187,7 @@ def test_text_output_reports_path_line_col_code_and_suggestion(capsys):
     assert (
         "suggestion: nn.GRUCell(features=HIDDEN_SIZE, parent=None).initialize_carry("
         "jax.random.PRNGKey(1), "
-        "(BATCH, <input features>))" in out
+        "(BATCH, <input channels>))" in out
     )
 
 
@@ -487,7 +487,7 @@ def test_fix_rewrites_the_gru_model_and_leaves_every_other_byte_alone(tmp_path, 
     at = next(
         i for i, line in enumerate(lines) if "nn.GRUCell(features=HIDDEN_SIZE, parent" in line
     )
-    assert lines[at - 1].startswith("# rnnlib.migrate:") and "input features" in lines[at - 1]
+    assert lines[at - 1].startswith("# rnnlib.migrate:") and "input channels" in lines[at - 1]
 
 
 def test_fix_of_multiline_static_call_keeps_its_layout(tmp_path, capsys):
@@ -861,7 +861,7 @@ def test_suggestion_says_why_flax_cells_get_parent_none_and_legacy_ones_do_not(t
     )
     _, findings = scan_snippet(tmp_path, capsys, source)
     flax_dense, legacy_dense, conv = (f["suggestion"] for f in findings)
-    assert "nn.GRUCell(features=3, parent=None).initialize_carry(k, (2, <input features>))" in (
+    assert "nn.GRUCell(features=3, parent=None).initialize_carry(k, (2, <input channels>))" in (
         flax_dense
     )
     assert "parent=None" not in legacy_dense and not findings[1]["fixable"]
@@ -877,17 +877,17 @@ def test_suggestion_says_why_flax_cells_get_parent_none_and_legacy_ones_do_not(t
         (
             "from rnnlib import legacy",
             "legacy.LSTMCell.initialize_carry(k, (2,), 3)",
-            "rnnlib.LSTMCell(features=3).initialize_carry(k, (2, <input features>))",
+            "rnnlib.LSTMCell(features=3).initialize_carry(k, (2, <input channels>))",
         ),
         (
             "import rnnlib.legacy",
             "rnnlib.legacy.GRUCell.initialize_carry(k, (2,), 3)",
-            "rnnlib.GRUCell(features=3).initialize_carry(k, (2, <input features>))",
+            "rnnlib.GRUCell(features=3).initialize_carry(k, (2, <input channels>))",
         ),
         (
             "from rnnlib.legacy import OptimizedLSTMCell",
             "OptimizedLSTMCell.initialize_carry(k, (2,), 3)",
-            "rnnlib.OptimizedLSTMCell(features=3).initialize_carry(k, (2, <input features>))",
+            "rnnlib.OptimizedLSTMCell(features=3).initialize_carry(k, (2, <input channels>))",
         ),
         (
             "import rnnlib.legacy as old",
@@ -926,7 +926,7 @@ def test_legacy_suggestion_runs_and_gives_the_legacy_carry(cell, tmp_path, capsy
     )
     _, findings = scan_snippet(tmp_path, capsys, source)
     [finding] = findings
-    suggested = finding["suggestion"].split("  #", 1)[0].replace("<input features>", "7")
+    suggested = finding["suggestion"].split("  #", 1)[0].replace("<input channels>", "7")
     key = jax.random.PRNGKey(3)
     new = eval(suggested, {"rnnlib": rnnlib, "jax": jax, "k": key})
     with pytest.warns(DeprecationWarning):

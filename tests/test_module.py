@@ -21,7 +21,7 @@ from rnnlib import (
 )
 from tests.tolerance import assert_close, recurrent_terms
 
-X = jax.random.normal(jax.random.key(1), (2, 5, 3))  # (batch, time, features)
+X = jax.random.normal(jax.random.key(1), (2, 5, 3))  # (batch, time, channels)
 
 
 def _leaves_equal(a, b):
@@ -161,21 +161,21 @@ def test_rnn_promotes_a_float32_carry_to_complex_inputs():
 @pytest.mark.parametrize(
     "module, shape, time_major, roles, carry",
     [
-        (LSTMCell(4), (2, 3), False, ("batch", "feature"), ((2, 4), (2, 4))),
-        (RNN(GRUCell(4)), (6, 2, 5, 3), False, ("batch", "batch", "time", "feature"), (6, 2, 4)),
-        (RNN(GRUCell(4)), (5, 2, 3), True, ("time", "batch", "feature"), (2, 4)),
+        (LSTMCell(4), (2, 3), False, ("batch", "channels"), ((2, 4), (2, 4))),
+        (RNN(GRUCell(4)), (6, 2, 5, 3), False, ("batch", "batch", "time", "channels"), (6, 2, 4)),
+        (RNN(GRUCell(4)), (5, 2, 3), True, ("time", "batch", "channels"), (2, 4)),
         (
             RNN(ConvLSTMCell(6, kernel_size=(3, 3))),
             (16, 10, 64, 64, 3),
             False,
-            ("batch", "time", "signal", "signal", "feature"),
+            ("batch", "time", "signal", "signal", "channels"),
             ((16, 64, 64, 6), (16, 64, 64, 6)),
         ),
         (
             RNN(ConvLSTMCell(2, kernel_size=(3, 3, 3))),
             (4, 5, 6, 7, 3),
             False,
-            ("time", "signal", "signal", "signal", "feature"),
+            ("time", "signal", "signal", "signal", "channels"),
             ((5, 6, 7, 2), (5, 6, 7, 2)),
         ),
     ],
@@ -186,7 +186,7 @@ def test_layout_assigns_each_axis_its_role(module, shape, time_major, roles, car
     assert result.carry_shapes == carry
     assert result.batch_dims == tuple(n for n, r in zip(shape, roles) if r == "batch")
     assert result.signal_dims == tuple(n for n, r in zip(shape, roles) if r == "signal")
-    assert result.num_feature_axes == len(shape) - roles.index("feature") + sum(
+    assert result.num_feature_axes == len(shape) - roles.index("channels") + sum(
         r == "signal" for r in roles
     )
 
@@ -290,5 +290,5 @@ def test_layout_reads_flax_modules_as_it_reads_the_same_rnnlib_module(name):
 
 def test_layout_of_a_flax_rnn_follows_its_time_major_field_unless_told_otherwise():
     rnn = nn.RNN(nn.GRUCell(4), time_major=True)
-    assert layout(rnn, (5, 2, 3)).roles == ("time", "batch", "feature")
-    assert layout(rnn, (5, 2, 3), time_major=False).roles == ("batch", "time", "feature")
+    assert layout(rnn, (5, 2, 3)).roles == ("time", "batch", "channels")
+    assert layout(rnn, (5, 2, 3), time_major=False).roles == ("batch", "time", "channels")

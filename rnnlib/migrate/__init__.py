@@ -58,7 +58,7 @@ int, or null outside notebooks), ``line``, ``col``, ``code``, ``message``, ``sug
   a child of the enclosing module, where it takes an auto-name such as ``LSTMCell_0`` and
   shifts the auto-names of the cells built after it, so an old checkpoint would no longer
   match. Outside a module it changes nothing.
-  The trailing ``1`` stands for the input feature count, which the current API wants in the
+  The trailing ``1`` stands for the number of input channels, which the current API wants in the
   input shape but which the carry of these three cells does not depend on, so any positive
   number gives the same carry; the fixer writes a comment saying so above the statement.
   The keys are used as before: the LSTMs split ``rng`` into one key for ``c`` and one for

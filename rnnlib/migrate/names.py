@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-# 0.6-era cells that took no `features`; their carry does not depend on the input features.
+# 0.6-era cells that took no `features`; their carry does not depend on the input channels.
 _FEATURELESS_CELLS = frozenset({"LSTMCell", "OptimizedLSTMCell", "GRUCell"})
 # ConvLSTM was spelled `ConvLSTM` in early linen releases and `ConvLSTMCell` later.
 _CONV_CELLS = frozenset({"ConvLSTMCell", "ConvLSTM"})

@@ -75,7 +75,7 @@ def check(ctx, call: ast.Call):
     if name in _FEATURELESS_CELLS:
         suggestion = (
             f"{spelled}.initialize_carry({rng_src}, "
-            f"{_with_placeholder(ctx.src, batch, '<input features>')}), with {spelled} built "
+            f"{_with_placeholder(ctx.src, batch, '<input channels>')}), with {spelled} built "
             f"with features={seg(size)}"
         )
     else:

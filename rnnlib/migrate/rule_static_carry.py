@@ -75,8 +75,8 @@ def check(ctx, call: ast.Call):
     fix_note = f"; --fix writes 1; {_PARENT_NONE_WHY}" if family == "flax" else ""
     suggestion = (
         f"{new_spelled}(features={seg(size)}{init_part}{parent_part}).initialize_carry("
-        f"{rng_src}, {_with_placeholder(ctx.src, batch, '<input features>')})"
-        f"  # any positive <input features> gives the same carry, since the carry of "
+        f"{rng_src}, {_with_placeholder(ctx.src, batch, '<input channels>')})"
+        f"  # any positive <input channels> gives the same carry, since the carry of "
         f"{new_name} does not depend on it{fix_note}"
     )
     reason = None

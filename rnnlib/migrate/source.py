@@ -8,7 +8,7 @@ import re
 import tokenize
 
 _PLACEHOLDER_COMMENT = (
-    "# rnnlib.migrate: the last 1 in input_shape stands for the input features; "
+    "# rnnlib.migrate: the last 1 in input_shape stands for the input channels; "
     "the carry ignores it."
 )
 
