@@ -70,8 +70,10 @@ lab: $(VENV)/.lab-stamp
 # chapter executed on the oldest jax and flax the book states.
 test: test-pinned test-lowest test-floor
 
+# The chapters go first: they are the longest units of work, and loadscope hands out whole
+# notebooks, so the many short test modules after them even out the two workers' finish.
 test-pinned: env $(FLAX06)/.stamp
-	$(PY) -m pytest $(PARALLEL) tests book $(NBVAL) -m "not floor_env"
+	$(PY) -m pytest $(PARALLEL) book tests $(NBVAL) -m "not floor_env"
 
 # The library's own tests (not the tooling around the book) on the lowest versions.
 LIBRARY_TESTS := tests/test_errors.py tests/test_module.py tests/test_parity_cells.py \
@@ -82,9 +84,11 @@ LIBRARY_TESTS := tests/test_errors.py tests/test_module.py tests/test_parity_cel
 test-lowest: $(LOWEST)/.stamp
 	$(LOWEST)/bin/python -m pytest $(PARALLEL) $(LIBRARY_TESTS) -m "not pinned_env"
 
-# Every chapter, top to bottom, on the floor versions (outputs not compared).
+# Every chapter, top to bottom, on the floor versions (outputs not compared). Each test is a
+# whole chapter in its own kernel, so the chapters are shared out one by one (--dist load):
+# loadscope would keep the whole module, every chapter, on one worker.
 test-floor: $(FLOOR)/.stamp
-	$(FLOOR)/bin/python -m pytest $(PARALLEL) tests/test_chapters_floor.py
+	$(FLOOR)/bin/python -m pytest -n 2 --dist load tests/test_chapters_floor.py
 
 # The tests that compare two orders of arithmetic, again under each XLA CPU setting of
 # tests/arithmetic.py (CONTRIBUTING, "Orders of arithmetic"): about 8 minutes a setting.

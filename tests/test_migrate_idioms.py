@@ -11,6 +11,8 @@ run exits 0 only when nothing that breaks or needs review is left.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -59,14 +61,12 @@ def run(python, script, cwd, report=None):
 
 
 def migrate_json(*args):
-    proc = subprocess.run(
-        [sys.executable, "-m", "rnnlib.migrate", *map(str, args), "--format", "json"],
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT_S,
-        cwd=REPO,
-    )
-    return proc.returncode, json.loads(proc.stdout)
+    """The command line's exit status and JSON report, run in this process (a subprocess
+    would import jax again for each call; tests/test_migrate.py runs the real command)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main([*map(str, args), "--format", "json"])
+    return code, json.loads(out.getvalue())
 
 
 def run_snippet(tmp_path, capsys, source, *args, name="snippet.py"):
