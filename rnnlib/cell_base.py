@@ -49,7 +49,7 @@ class RNNCellBase(Module):
 
     @property
     def num_feature_axes(self) -> int:
-        """How many trailing axes of one step's input the cell owns: ``(*signal, channels)``."""
+        """The number of trailing axes of one step's input that the cell owns, ``(*signal, channels)``."""
         raise NotImplementedError(_missing(self, "num_feature_axes"))
 
     def create_params(self, key, input_shape: Sequence[int]) -> dict:
