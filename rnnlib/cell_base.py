@@ -155,8 +155,8 @@ class RNNCellBase(Module):
 
 # What each hook every cell must write does, for the error raised when one is missing.
 _REQUIRED = {
-    "num_feature_axes": "a property giving how many trailing axes of one step's input are "
-    "features (1 for a dense cell, len(signal) + 1 for a convolutional one)",
+    "num_feature_axes": "a property giving how many trailing axes of one step's input it "
+    "owns, (*signal, channels): 1 for a dense cell, len(signal) + 1 for a convolutional one",
     "initialize_carry": "initialize_carry(rng, input_shape) returns the carry for one step's "
     "input of that shape, each leaf starting with the batch dims input_shape[:-num_feature_axes]",
     "create_params": "create_params(key, input_shape) returns the parameter dict, laid out as "
