@@ -27,23 +27,23 @@ def split_axes(cell: RNNCellBase, shape, time_major: bool, owner=None):
     no room for a time axis.
     """
     shape = tuple(shape)
-    features = cell.num_feature_axes
-    if len(shape) < features + 1:
+    owned = cell.num_feature_axes
+    if len(shape) < owned + 1:
         layout = (
             "(time, *batch, *signal, channels)"
             if time_major
             else "(*batch, time, *signal, channels)"
         )
-        axes = "axis" if features == 1 else "axes"
+        axes = "axis" if owned == 1 else "axes"
         raise ValueError(
             f"{describe(owner or cell)} expects inputs shaped "
             f"{RNNCellBase.feature_layout(cell, layout)} "
-            f"({features} feature {axes} after the time axis); got shape {shape}, which has "
+            f"({owned} feature {axes} after the time axis); got shape {shape}, which has "
             "no time axis."
         )
     if time_major:
-        return shape[1 : len(shape) - features], 0
-    time_axis = len(shape) - (features + 1)
+        return shape[1 : len(shape) - owned], 0
+    time_axis = len(shape) - (owned + 1)
     return shape[:time_axis], time_axis
 
 

@@ -61,3 +61,18 @@ def test_cases_may_come_from_a_generator_and_are_all_counted():
     assert feedback.cases == 4
     assert len(feedback.problems) == 3  # x = 0 is right even for the identity
     assert str(feedback).startswith("✘ check_double: 3 problem(s).\n  - case 'x = 1': got 1;")
+
+
+def test_compare_appends_the_explanation_only_when_the_results_differ():
+    from rnnlib.exercises._check import compare
+
+    calls = []
+
+    def explain():
+        calls.append(1)
+        return " (a hint)"
+
+    assert compare("x", [1.0, 2.0], [1.0, 2.0], explain=explain) is None
+    assert calls == []
+    problem = compare("x", [1.0, 3.0], [1.0, 2.0], explain=explain)
+    assert problem.startswith("x[1] is 3; expected 2") and problem.endswith(" (a hint)")

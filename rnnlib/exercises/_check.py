@@ -81,18 +81,26 @@ def run_cases(
     return Feedback(exercise, len(cases), tuple(case_problems(fn, cases, judge)))
 
 
-def compare(name: str, got: Any, want: Any) -> str | None:
+def compare(name: str, got: Any, want: Any, explain: Callable[[], str] | None = None) -> str | None:
     """Compare one result (an array, or a tuple/list/dict of them) with the reference.
 
     Returns None when they match, else one sentence naming what differs: the structure, the
-    shape, the dtype, or the largest difference and where it is.
+    shape, the dtype, or the largest difference and where it is, followed by ``explain()``
+    (a checker's guess at the mistake behind it, or ``""``), called only when they differ.
     """
+    problem = _difference(name, got, want)
+    if problem and explain is not None:
+        return f"{problem}{explain()}"
+    return problem
+
+
+def _difference(name: str, got: Any, want: Any) -> str | None:
     if isinstance(want, dict):
         if not isinstance(got, dict) or set(got) != set(want):
             keys = sorted(got) if isinstance(got, dict) else type(got).__name__
             return f"{name} should be a dict with keys {sorted(want)}; got {keys}"
         for key in want:
-            problem = compare(f"{name}[{key!r}]", got[key], want[key])
+            problem = _difference(f"{name}[{key!r}]", got[key], want[key])
             if problem:
                 return problem
         return None
@@ -101,7 +109,7 @@ def compare(name: str, got: Any, want: Any) -> str | None:
             what = f"length {len(got)}" if isinstance(got, (tuple, list)) else type(got).__name__
             return f"{name} should be a tuple of {len(want)}; got {what}"
         for index, (g, w) in enumerate(zip(got, want)):
-            problem = compare(f"{name}[{index}]", g, w)
+            problem = _difference(f"{name}[{index}]", g, w)
             if problem:
                 return problem
         return None

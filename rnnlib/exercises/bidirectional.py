@@ -50,12 +50,12 @@ def _judge(got, run, xs, lengths, want) -> str | None:
     if jnp.shape(got) != want.shape:
         return f"the outputs have shape {jnp.shape(got)}; expected {want.shape}"
     valid = (jnp.arange(xs.shape[1])[None, :] < lengths[:, None])[..., None]
-    problem = compare(
-        "the outputs at valid steps", jnp.where(valid, got, 0), jnp.where(valid, want, 0)
+    return compare(
+        "the outputs at valid steps",
+        jnp.where(valid, got, 0),
+        jnp.where(valid, want, 0),
+        explain=lambda: _diagnosis(got, want, run, xs, lengths, valid),
     )
-    if problem:
-        return f"{problem}{_diagnosis(got, want, run, xs, lengths, valid)}"
-    return None
 
 
 def _diagnosis(got, want, run, xs, lengths, valid) -> str:

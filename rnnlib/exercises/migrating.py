@@ -68,10 +68,7 @@ def check_rename(rename) -> Feedback:
 
 
 def _judge(got, tree, want) -> str | None:
-    problem = compare("the variables", got, want)
-    if problem:
-        return f"{problem}{_diagnosis(got, tree)}"
-    return None
+    return compare("the variables", got, want, explain=lambda: _diagnosis(got, tree))
 
 
 def _diagnosis(got, tree) -> str:

@@ -34,10 +34,7 @@ def check_broadcast_start(broadcast_start) -> Feedback:
 def _judge(got, start, x_shape, num_feature_axes) -> str | None:
     batch = x_shape[: len(x_shape) - num_feature_axes - 1]
     want = jax.tree_util.tree_map(lambda leaf: jnp.broadcast_to(leaf, batch + leaf.shape), start)
-    problem = compare("the carry", got, want)
-    if problem:
-        return f"{problem}{_diagnosis(got, want, batch, x_shape)}"
-    return None
+    return compare("the carry", got, want, explain=lambda: _diagnosis(got, want, batch, x_shape))
 
 
 def _diagnosis(got, want, batch, x_shape) -> str:

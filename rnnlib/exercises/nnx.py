@@ -55,10 +55,7 @@ def check_fuse(fuse) -> Feedback:
 
 
 def _judge(got, params, want) -> str | None:
-    problem = compare("the result", got, want)
-    if problem:
-        return f"{problem}{_diagnosis(got, params)}"
-    return None
+    return compare("the result", got, want, explain=lambda: _diagnosis(got, params))
 
 
 def _diagnosis(got, params) -> str:

@@ -36,10 +36,12 @@ def _judge(got, xs, lengths) -> str | None:
         return f"the result has shape {np.shape(got)}; expected {want.shape}"
     valid = (jnp.arange(xs.shape[1])[None, :] < lengths[:, None])[..., None]
     got_valid, want_valid = jnp.where(valid, got, 0), jnp.where(valid, want, 0)
-    problem = compare("the valid steps", got_valid, want_valid)
-    if problem:
-        return f"{problem}{_diagnosis(xs, lengths, got, valid)}"
-    return None
+    return compare(
+        "the valid steps",
+        got_valid,
+        want_valid,
+        explain=lambda: _diagnosis(xs, lengths, got, valid),
+    )
 
 
 def _diagnosis(xs, lengths, got, valid) -> str:

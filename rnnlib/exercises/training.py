@@ -34,10 +34,7 @@ def _judge(got, per_step, mask) -> str | None:
         got_array = jnp.asarray(got, jnp.float32)
     except (TypeError, ValueError):  # None, a string, a dict: not a number at all
         return f"the mean should be one number; got {type(got).__name__}{_diagnosis(per_step, mask, got)}"
-    problem = compare("the mean", got_array, want)
-    if problem:
-        return f"{problem}{_diagnosis(per_step, mask, got)}"
-    return None
+    return compare("the mean", got_array, want, explain=lambda: _diagnosis(per_step, mask, got))
 
 
 def _diagnosis(per_step, mask, got) -> str:
