@@ -70,10 +70,20 @@ lab: $(VENV)/.lab-stamp
 # chapter executed on the oldest jax and flax the book states.
 test: test-pinned test-lowest test-floor
 
+# The processes of one test run (pytest's workers, each chapter's kernel) share what they
+# compile through JAX's persistent compilation cache: the exercise tests, for one, ask again
+# for the checkers' references that the chapters compiled. Each run starts from an empty
+# cache, so nothing carries over from an earlier run or another version of jax. The size
+# limit is there for its side effect: with one, jax locks the cache (filelock), so a worker
+# never reads a program another is still writing.
+CACHE := .jax-cache
+with-cache = rm -rf $(CACHE)/$(1) && JAX_COMPILATION_CACHE_DIR=$(CURDIR)/$(CACHE)/$(1) \
+	JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0.2 JAX_COMPILATION_CACHE_MAX_SIZE=$$((2**32))
+
 # The chapters go first: they are the longest units of work, and loadscope hands out whole
 # notebooks, so the many short test modules after them even out the two workers' finish.
 test-pinned: env $(FLAX06)/.stamp
-	$(PY) -m pytest $(PARALLEL) book tests $(NBVAL) -m "not floor_env"
+	$(call with-cache,pinned) $(PY) -m pytest $(PARALLEL) book tests $(NBVAL) -m "not floor_env"
 
 # The library's own tests (not the tooling around the book) on the lowest versions.
 LIBRARY_TESTS := tests/test_errors.py tests/test_module.py tests/test_parity_cells.py \
@@ -106,4 +116,4 @@ bench: env
 	$(PY) -m benchmarks.run
 
 clean:
-	rm -rf _build $(VENV) $(LOWEST) $(FLAX06) $(FLOOR)
+	rm -rf _build $(CACHE) $(VENV) $(LOWEST) $(FLAX06) $(FLOOR)
