@@ -12,13 +12,23 @@ shape. Names, metadata and the order of a tuple's elements are left out, since t
 change nothing that runs. It prints the totals and the operations only one side has; an
 empty difference means the two run the same operations, so their times can differ only
 by the machine's noise. Nothing is timed here.
+
+For a change to rnnlib itself, ``--dump FILE`` records rnnlib's operation counts for
+every cell and configuration of the harness (forward pass and training step, the
+backend's choice of hoisting and the input projection forced before the loop), and
+``--against FILE`` compares a new run with such a record, row by row::
+
+    .venv/bin/python -m benchmarks.programs --dump before.json     # before the change
+    .venv/bin/python -m benchmarks.programs --against before.json  # after it
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import json
 import re
+import sys
 
 import jax
 
@@ -77,7 +87,67 @@ def compare(cell: str, config: dict, mode: str = "train", names=("rnnlib", "flax
     return counts
 
 
+# Cells recorded by --dump beyond each configuration's own: the other dense cells.
+_EXTRA_DENSE_CELLS = ("SimpleCell", "MGUCell")
+_RNNLIB_VARIANTS = ("rnnlib", "rnnlib:hoisted")
+
+
+def rnnlib_programs(configs=CONFIGS) -> dict:
+    """``{row: {"opcode shape": count}}`` for rnnlib's programs, one row per configuration,
+    cell, variant (``rnnlib``: the backend's choice of hoisting; ``rnnlib:hoisted``) and
+    mode (``forward``, ``train``)."""
+    rows = {}
+    for config_name, config in configs.items():
+        cells = tuple(config["cells"])
+        if "signal" not in config:
+            cells += _EXTRA_DENSE_CELLS
+        for cell in cells:
+            counts = compare(cell, config, "forward", names=_RNNLIB_VARIANTS)
+            counts = {(n, "forward"): c for n, c in counts.items()}
+            train = compare(cell, config, "train", names=_RNNLIB_VARIANTS)
+            counts.update({(n, "train"): c for n, c in train.items()})
+            for (name, mode), ops in sorted(counts.items()):
+                row = f"{config_name} | {cell} | {name} | {mode}"
+                rows[row] = {f"{op} {shape}": n for (op, shape), n in sorted(ops.items())}
+                print(f"{row}: {sum(ops.values())} operations", file=sys.stderr, flush=True)
+    return rows
+
+
+def differences(before: dict, after: dict) -> list[str]:
+    """One line per row whose operations differ (or that only one record has)."""
+    lines = []
+    for row in sorted(set(before) | set(after)):
+        if row not in before or row not in after:
+            lines.append(f"{row}: only {'after' if row in after else 'before'}")
+            continue
+        old, new = collections.Counter(before[row]), collections.Counter(after[row])
+        if old == new:
+            continue
+        lines.append(f"{row}: {sum(old.values())} -> {sum(new.values())} operations")
+        for op, n in sorted((old - new).items()):
+            lines.append(f"  - {n} x {op}")
+        for op, n in sorted((new - old).items()):
+            lines.append(f"  + {n} x {op}")
+    return lines
+
+
 def main(argv=None) -> int:
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv and argv[0] in ("--dump", "--against"):
+        if len(argv) != 2:
+            raise SystemExit(f"usage: python -m benchmarks.programs {argv[0]} FILE")
+        rows = rnnlib_programs()
+        if argv[0] == "--dump":
+            with open(argv[1], "w") as f:
+                json.dump(rows, f, indent=1, sort_keys=True)
+            print(f"{len(rows)} rows written to {argv[1]}")
+            return 0
+        with open(argv[1]) as f:
+            lines = differences(json.load(f), rows)
+        print(f"{len(rows)} rows; {sum(not s.startswith(' ') for s in lines)} differ")
+        print("\n".join(lines))
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("cell", help="LSTMCell, OptimizedLSTMCell, GRUCell or ConvLSTMCell")
     parser.add_argument("config", choices=list(CONFIGS), help="a configuration of the harness")

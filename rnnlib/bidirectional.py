@@ -34,7 +34,11 @@ class Bidirectional(Module):
         (carry_fwd, carry_bwd), y = bi.apply(variables, x, return_carry=True)
 
     Arguments:
-        forward_rnn: an ``RNN`` (or anything with its call signature) for the forward pass.
+        forward_rnn: an ``RNN``, or anything with its public calling convention, for the
+            forward pass: ``init(key, inputs, time_major=...) -> {'params': ...}`` and
+            ``apply(variables, inputs, *, initial_carry, init_key, seq_lengths,
+            return_carry, time_major, reverse, keep_order)``. Only these two are called
+            (and ``.cell``, where there is one, to tell whether the directions share it).
         backward_rnn: the same for the backward pass. When both directions share one cell
             object (the same ``RNN``, or two ``RNN``s around the same cell), they share its
             parameters, which then live under ``forward_rnn`` only, as in Flax.
@@ -68,11 +72,9 @@ class Bidirectional(Module):
     def _init(self, key, inputs, *, time_major=None, **unused):
         time_major = self.time_major if time_major is None else time_major
         key_forward, key_backward = jax.random.split(key)
-        params = {"forward_rnn": self.forward_rnn._init(key_forward, inputs, time_major=time_major)}
+        params = {"forward_rnn": _params(self.forward_rnn, key_forward, inputs, time_major)}
         if not self.shares_parameters:
-            params["backward_rnn"] = self.backward_rnn._init(
-                key_backward, inputs, time_major=time_major
-            )
+            params["backward_rnn"] = _params(self.backward_rnn, key_backward, inputs, time_major)
         return params
 
     def _call(
@@ -114,16 +116,16 @@ class Bidirectional(Module):
 
         params_forward, params_backward = self._directions(params)
         shared = dict(seq_lengths=seq_lengths, return_carry=True, time_major=time_major)
-        carry_forward, outputs_forward = self.forward_rnn._call(
-            params_forward,
+        carry_forward, outputs_forward = self.forward_rnn.apply(
+            {"params": params_forward},
             inputs,
             initial_carry=carry_forward,
             init_key=key_forward,
             reverse=False,
             **shared,
         )
-        carry_backward, outputs_backward = self.backward_rnn._call(
-            params_backward,
+        carry_backward, outputs_backward = self.backward_rnn.apply(
+            {"params": params_backward},
             inputs,
             initial_carry=carry_backward,
             init_key=key_backward,
@@ -134,3 +136,15 @@ class Bidirectional(Module):
         outputs = jax.tree_util.tree_map(self.merge_fn, outputs_forward, outputs_backward)
         carry = (carry_forward, carry_backward)
         return (carry, outputs) if return_carry else outputs
+
+
+def _params(rnn, key, inputs, time_major):
+    """The parameters ``rnn.init`` creates (its ``'params'`` collection).
+
+    ``StackedRNN`` initialises its layers from their inputs' shapes alone
+    (``jax.ShapeDtypeStruct``); ``init`` is public API and takes arrays, so it gets zeros
+    of that shape (the parameters do not depend on the input's values).
+    """
+    if isinstance(inputs, jax.ShapeDtypeStruct):
+        inputs = jnp.zeros(inputs.shape, inputs.dtype)
+    return rnn.init(key, inputs, time_major=time_major)["params"]

@@ -7,25 +7,39 @@ trailing axes of that input the cell owns, ``(*signal, channels)`` (1 for dense
 cells; ``len(signal) + 1`` for a ConvLSTM over a ``signal`` of spatial dims). ``RNN`` needs nothing more to
 find the time axis of any input.
 
-Writing a cell means implementing:
+The contract: what a cell writes, and what ``RNN`` calls. Four methods are required:
 
-- ``initialize_carry(rng, input_shape)`` and ``num_feature_axes``;
+- ``num_feature_axes``: a property, how many trailing axes of one step's input the
+  cell owns;
+- ``initialize_carry(rng, input_shape)``: the carry for one step's input of that shape;
 - ``create_params(key, input_shape)``: the parameter dict, laid out as in flax.linen;
-- ``param_shapes(input_shape)``: the shapes ``create_params`` makes (default: traced
-  from it with ``jax.eval_shape``; override it when tracing the initializers is slow);
-- ``prepare(params)``: the parameters rearranged for computation (default: as they are);
-- ``project_inputs(weights, inputs)``: the part of a step that does not depend on the
-  carry (default: none). ``RNN`` applies it either inside the loop, one step at a time,
-  or to every time step in one batched call before the loop (``RNN.hoist_inputs``),
-  so it must accept any number of leading axes (it may return a pytree of arrays,
-  each with those leading axes; ``LSTMCell`` returns one array per gate for large inputs);
-- ``step(weights, carry, projected)``: the rest of the step, returning ``(carry, y)``.
+- ``step(weights, carry, projected) -> (carry, y)``: one step of the recurrence.
+
+Three are optional, with defaults that suit a cell whose step does everything:
+
+- ``param_shapes(input_shape)``: the shapes ``create_params`` makes, with
+  ``jax.ShapeDtypeStruct`` leaves (default: traced from ``create_params``);
+- ``prepare(params, input_shape) -> weights``: the parameters rearranged once per call,
+  outside the loop, for steps of ``input_shape`` (default: ``params`` as they are). The
+  built-in gated cells return ``Sides(input=..., hidden=...)``, the layers that read
+  ``x`` and those that read ``h``, each fused in the form ``rnnlib.fast`` chooses;
+- ``project_inputs(weights, inputs) -> projected``: the part of a step that ignores the
+  carry (default: ``inputs`` as they are). ``RNN`` applies it either inside the loop, to
+  one step, or before the loop, to every step at once (``RNN.hoist_inputs``), so it must
+  accept any number of leading axes and return one type either way: an array, or a
+  pytree of arrays that each carry those leading axes (the gated cells return
+  ``rnnlib.fast.Gates``). ``step`` receives one step's ``projected``.
+
+``RNN`` calls ``weights = prepare(params, step_shape)`` once, then ``step`` at every time
+step on ``project_inputs(weights, x)``; a cell's own ``apply`` does the same for one
+step. Nothing else is called: the rest of the class (``check_*``, ``feature_layout``)
+is shared checking that a cell inherits.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -33,6 +47,14 @@ import numpy as np
 from rnnlib.module import Module, check_params, describe
 
 Carry = Any
+
+
+class Sides(NamedTuple):
+    """What a gated cell holds per side: for the layers that read the step's input
+    ``x`` (``input``) and for those that read the carried ``h`` (``hidden``)."""
+
+    input: Any
+    hidden: Any
 
 
 class RNNCellBase(Module):
@@ -71,12 +93,14 @@ class RNNCellBase(Module):
             return self._written_param_shapes(tuple(input_shape))
         return jax.eval_shape(lambda: self.create_params(jax.random.key(0), tuple(input_shape)))
 
-    def prepare(self, params: dict) -> Any:
-        """Rearranges ``params`` for computation; ``RNN`` calls it once, outside the loop."""
+    def prepare(self, params: dict, input_shape: Sequence[int]) -> Any:
+        """``params`` rearranged for steps whose input is shaped ``input_shape``; ``RNN``
+        calls it once per call, outside the loop (default: ``params`` as they are)."""
         return params
 
     def project_inputs(self, weights, inputs):
-        """The carry-independent part of a step, applied to any leading axes at once."""
+        """The carry-independent part of a step, applied to any leading axes at once
+        (default: ``inputs`` as they are)."""
         return inputs
 
     def step(self, weights, carry: Carry, projected) -> tuple[Carry, Any]:
@@ -148,7 +172,7 @@ class RNNCellBase(Module):
         self.check_input_shape(shape)
         self.check_variables(params, shape)
         self.check_carry(carry, shape)
-        weights = self.prepare(params)
+        weights = self.prepare(params, shape)
         with jax.named_scope(type(self).__name__):
             return self.step(weights, carry, self.project_inputs(weights, inputs))
 

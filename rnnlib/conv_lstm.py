@@ -9,8 +9,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from rnnlib import fast
 from rnnlib.cell_base import RNNCellBase, check_features
-from rnnlib.linear import conv, conv_padding
+from rnnlib.linear import conv_padding
 from rnnlib.module import describe
 
 
@@ -136,7 +137,7 @@ class ConvLSTMCell(RNNCellBase):
 
     def _conv(self, layer, x):
         rank = len(self.kernel_size)
-        return conv(
+        return fast.conv(
             x,
             layer["kernel"],
             layer.get("bias"),

@@ -9,15 +9,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from rnnlib import fast
 from rnnlib.cell_base import RNNCellBase, check_features
-from rnnlib.linear import (
-    DenseLayer,
-    create_dense_layers,
-    dense_layer_shapes,
-    gate_layers,
-    gates_affine,
-    orthogonal,
-)
+from rnnlib.linear import DenseLayer, create_dense_layers, dense_layer_shapes, orthogonal
 
 
 def _single_carry(cell, rng, input_shape):
@@ -94,16 +88,20 @@ class GRUCell(RNNCellBase):
     def _written_param_shapes(self, input_shape):
         return dense_layer_shapes(self._layers(input_shape), self.param_dtype)
 
-    def prepare(self, params):
-        # The hidden side has one bias, on hn; fused() pads hr and hz with zero biases.
-        return gate_layers(params, ("ir", "iz", "in")), gate_layers(params, ("hr", "hz", "hn"))
+    def prepare(self, params, input_shape):
+        """``Sides``: ``ir, iz, in`` with their biases, and ``hr, hz, hn`` (only ``hn``
+        has a bias; the fusion pads the others with zeros)."""
+        return fast.gate_layers(
+            self, params, input_shape, input=("ir", "iz", "in"), hidden=("hr", "hz", "hn")
+        )
 
     def project_inputs(self, weights, inputs):
-        return gates_affine(inputs, weights[0], dtype=self.dtype)
+        """``x W_i + b_i`` for the three gates at once (``rnnlib.fast.Gates``)."""
+        return fast.gates(inputs, weights.input, dtype=self.dtype)
 
     def step(self, weights, h, projected):
-        x_r, x_z, x_n = jnp.split(projected, 3, axis=-1)
-        h_r, h_z, h_n = jnp.split(gates_affine(h, weights[1], dtype=self.dtype), 3, axis=-1)
+        x_r, x_z, x_n = projected.split()
+        h_r, h_z, h_n = fast.gates(h, weights.hidden, dtype=self.dtype).split()
         r = self.gate_fn(x_r + h_r)
         z = self.gate_fn(x_z + h_z)
         n = self.activation_fn(x_n + r * h_n)
@@ -185,15 +183,18 @@ class MGUCell(RNNCellBase):
     def _written_param_shapes(self, input_shape):
         return dense_layer_shapes(self._layers(input_shape), self.param_dtype)
 
-    def prepare(self, params):
-        return gate_layers(params, ("if", "in")), gate_layers(params, ("hf", "hn"))
+    def prepare(self, params, input_shape):
+        """``Sides``: ``if, in`` with their biases, and ``hf, hn`` (``hn`` has a bias
+        with ``reset_gate``)."""
+        return fast.gate_layers(self, params, input_shape, input=("if", "in"), hidden=("hf", "hn"))
 
     def project_inputs(self, weights, inputs):
-        return gates_affine(inputs, weights[0], dtype=self.dtype)
+        """``x W_i + b_i`` for both gates (``rnnlib.fast.Gates``)."""
+        return fast.gates(inputs, weights.input, dtype=self.dtype)
 
     def step(self, weights, h, projected):
-        x_f, x_n = jnp.split(projected, 2, axis=-1)
-        h_f, h_n = jnp.split(gates_affine(h, weights[1], dtype=self.dtype), 2, axis=-1)
+        x_f, x_n = projected.split()
+        h_f, h_n = fast.gates(h, weights.hidden, dtype=self.dtype).split()
         f = self.gate_fn(x_f + h_f)
         if self.reset_gate:
             h_n = f * h_n

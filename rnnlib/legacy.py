@@ -204,7 +204,7 @@ class _LegacyCell(Module):
             lambda: self._create_params(cell, jax.random.key(0), carry, shape)
         )
         check_params(self, params, expected)
-        weights = cell.prepare(params)
+        weights = cell.prepare(params, shape)
         with jax.named_scope(type(self).__name__):
             projected = cell.project_inputs(weights, inputs)
             try:
@@ -310,7 +310,7 @@ class LSTMCell(_LegacyCell):
 class OptimizedLSTMCell(LSTMCell):
     """The Flax 0.6.11 ``OptimizedLSTMCell``: the same fields, parameters and numbers as
     :class:`LSTMCell` (0.6.11 fused the gate matmuls, as rnnlib's cells do; see
-    ``rnnlib.LSTMCell.separate_gates`` for the one exception).
+    ``rnnlib.fast.plan`` for the exceptions).
 
     Old API: ``OptimizedLSTMCell()`` and the static
     ``OptimizedLSTMCell.initialize_carry(rng, batch_dims, size)``.

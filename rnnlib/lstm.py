@@ -3,30 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
+from rnnlib import fast
 from rnnlib.cell_base import RNNCellBase, check_features
-from rnnlib.linear import (
-    DenseLayer,
-    create_dense_layers,
-    dense_layer_shapes,
-    gate_layers,
-    gates_affine,
-    orthogonal,
-    separate_affines,
-)
+from rnnlib.linear import DenseLayer, create_dense_layers, dense_layer_shapes, orthogonal
 
 _INPUT = ("ii", "if", "ig", "io")
 _HIDDEN = ("hi", "hf", "hg", "ho")
-
-# On CPU, LSTMCell computes its gates with one matmul each, instead of one fused matmul,
-# when rows x features reaches this (LSTMCell.separate_gates says why).
-SEPARATE_GATES_MIN_SIZE = 2**17
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -63,12 +51,10 @@ class LSTMCell(RNNCellBase):
         param_dtype: dtype of the parameters and of the initial carry.
         carry_init: initializer of ``c`` and ``h``, each ``(*batch, features)``.
 
-    All four gates are computed by one fused matmul per side, except on CPU for large
-    inputs, where one matmul per gate measured faster (``separate_gates``); below that
-    size, on CPU, from ``rows * features >= 2**14``, the hidden side's fused matmul is
-    differentiated gate by gate (``rnnlib.linear.per_gate_gradient``). Either way the
-    parameter tree holds the eight separate kernels Flax uses, so variables
-    interchange, and the numbers are the same.
+    The parameter tree holds the eight separate kernels Flax uses, so variables
+    interchange. ``prepare`` fuses each side's four kernels so that one matmul per side
+    computes every gate; ``rnnlib.fast`` decides how (on CPU, large inputs take one
+    matmul per gate), never the numbers.
     """
 
     features: int
@@ -113,65 +99,26 @@ class LSTMCell(RNNCellBase):
     def _written_param_shapes(self, input_shape):
         return dense_layer_shapes(self._layers(input_shape), self.param_dtype)
 
-    def prepare(self, params):
-        """The input side's and the hidden side's layers (``rnnlib.linear.GateLayers``),
-        each both fused and per gate; the hidden side holds the biases.
-
-        ``project_inputs`` and ``step`` use the fused arrays, except on CPU for large
-        inputs (see ``separate_gates``); under ``jit`` the form that goes unused is
-        never computed.
-        """
-        return gate_layers(params, _INPUT), gate_layers(params, _HIDDEN)
-
-    def separate_gates(self, shape) -> bool:
-        """Whether a matmul over an input of ``shape`` (features last) runs per gate.
-
-        Per gate means four ``(rows, in) @ (in, features)`` matmuls instead of one
-        ``(rows, in) @ (in, 4 * features)``, where ``rows`` is the product of every axis
-        but the last. On XLA's CPU backend, in training, the per-gate form measured
-        faster once ``rows * features`` reached ``2**17`` (``SEPARATE_GATES_MIN_SIZE``):
-        2-6% at 512 features and batch 256, 7-8% at batch 512, 18% at 1024 features and
-        batch 256. Around ``2**16`` the two were within 4% of each other, and below it
-        the fused form won (at 256 features and batch 64 by 1% with 256 input features
-        and by about 25% with 128; by 35-40% at 32 features and batch 8). In a
-        micro-benchmark the difference came from the kernel gradient ``h.T @ d_gates``,
-        which XLA:CPU computes more slowly for one wide kernel than for four narrow
-        ones, at every step of the backward loop. GPUs and TPUs always get the fused
-        form.
-        """
-        rows = math.prod(shape[:-1])
-        return jax.default_backend() == "cpu" and rows * self.features >= SEPARATE_GATES_MIN_SIZE
+    def prepare(self, params, input_shape):
+        """``Sides``: the input kernels ``ii, if, ig, io`` and the hidden kernels and
+        biases ``hi, hf, hg, ho``, each side ready for ``fast.gates``."""
+        return fast.gate_layers(self, params, input_shape, input=_INPUT, hidden=_HIDDEN)
 
     def project_inputs(self, weights, inputs):
-        if self.separate_gates(inputs.shape):
-            return separate_affines(inputs, weights[0], dtype=self.dtype)
-        # Fused, and differentiated through the fused kernel even where the hidden side
-        # is not: per gate, this side cost an LSTM with batch 64 and 256 features 3-4%
-        # of its training time on the CPU, against 0.5% for the hidden side, which holds
-        # most of the compile-time saving (38 compiled kernels with it alone, 34 with
-        # both sides, 46 with neither; rnnlib.linear.per_gate_gradient says why).
-        return gates_affine(inputs, weights[0], dtype=self.dtype, per_gate=False)
+        """``x W_i`` for the four gates at once (``rnnlib.fast.Gates``)."""
+        return fast.gates(inputs, weights.input, dtype=self.dtype)
 
     def step(self, weights, carry, projected):
         c, h = carry
-        if self.separate_gates(h.shape):
-            hidden = separate_affines(h, weights[1], dtype=self.dtype)
-        else:
-            hidden = gates_affine(h, weights[1], dtype=self.dtype)
-        if isinstance(projected, tuple) or isinstance(hidden, tuple):
-            # One side per gate; with hoisting the input side can differ from this one.
-            i, f, g, o = (x + y for x, y in zip(_per_gate(projected), _per_gate(hidden)))
-        else:
-            i, f, g, o = jnp.split(projected + hidden, 4, axis=-1)
-        i, f, o = self.gate_fn(i), self.gate_fn(f), self.gate_fn(o)
-        c = f * c + i * self.activation_fn(g)
+        gates = projected + fast.gates(h, weights.hidden, dtype=self.dtype)
+        i, f, g, o = gates.split()  # x W_. + h W_h. + b_h. for each gate
+        i = self.gate_fn(i)
+        f = self.gate_fn(f)
+        g = self.activation_fn(g)
+        o = self.gate_fn(o)
+        c = f * c + i * g
         h = o * self.activation_fn(c)
         return (c, h), h
-
-
-def _per_gate(z):
-    """The four gates' columns of ``z``: itself if already a tuple of them."""
-    return z if isinstance(z, tuple) else jnp.split(z, 4, axis=-1)
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -180,6 +127,6 @@ class OptimizedLSTMCell(LSTMCell):
 
     In Flax this class concatenates the gate kernels for speed while ``LSTMCell``
     runs eight separate matmuls. rnnlib's ``LSTMCell`` chooses between the two forms
-    by backend and size (``LSTMCell.separate_gates``), so the two names are
+    by backend and size (``rnnlib.fast.plan``), so the two names are
     interchangeable; this one exists so Flax code ports unchanged.
     """

@@ -84,8 +84,8 @@ class RecurrentDropoutCell(RNNCellBase):
     def param_shapes(self, input_shape: Sequence[int]) -> dict:
         return {"cell": self.cell.param_shapes(input_shape)}
 
-    def prepare(self, params: dict):
-        return self.cell.prepare(params["cell"])
+    def prepare(self, params: dict, input_shape: Sequence[int]):
+        return self.cell.prepare(params["cell"], input_shape)
 
     def project_inputs(self, weights, inputs):
         return self.cell.project_inputs(weights, inputs)
@@ -169,8 +169,8 @@ class _MaskedCell(RNNCellBase):
     def param_shapes(self, input_shape):
         return self.dropout.param_shapes(input_shape)
 
-    def prepare(self, params):
-        return self.dropout.prepare(params)
+    def prepare(self, params, input_shape):
+        return self.dropout.prepare(params, input_shape)
 
     def project_inputs(self, weights, inputs):
         # The input mask is (*batch, *signal, channels); it broadcasts over a leading time axis

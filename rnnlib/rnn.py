@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rnnlib import fast
 from rnnlib.cell_base import RNNCellBase
 from rnnlib.flip import flip_sequences
 from rnnlib.module import Module, check_params, describe
@@ -143,17 +144,12 @@ class RNN(Module):
         """Whether this RNN projects the inputs of all steps before the loop.
 
         ``hoist_inputs`` when it is set; otherwise ``True`` unless JAX's default
-        backend is the CPU. Why: hoisting turns ``T`` small input matmuls into one
-        large one, which pays where large matmuls are far more efficient than small
-        ones and every operation in the loop costs a kernel launch (GPU, TPU). On
-        XLA's CPU backend the benchmark in ``benchmarks/`` measured the opposite: the
-        loop reading a ``(T, batch, gates)`` array of projections, one slice per step,
-        runs slower than computing the small matmul in the loop, in the forward pass
-        and in training, at every size it tries.
+        backend is the CPU, where the projection measured faster inside the loop
+        (``rnnlib.fast.hoists_inputs`` gives the measurements).
         """
         if self.hoist_inputs is not None:
             return bool(self.hoist_inputs)
-        return jax.default_backend() != "cpu"
+        return fast.hoists_inputs()
 
     def _init(self, key, inputs, *, time_major=None, **unused):
         time_major = self.time_major if time_major is None else time_major
@@ -200,7 +196,7 @@ class RNN(Module):
         with jax.named_scope(f"RNN_{type(self.cell).__name__}"):
             carry, outputs = _scan(
                 self.cell,
-                self.cell.prepare(params["cell"]),
+                self.cell.prepare(params["cell"], step_shape),
                 carry,
                 jnp.moveaxis(inputs, time_axis, 0),
                 seq_lengths if return_carry else None,
@@ -226,7 +222,7 @@ def _scan(cell, weights, carry, inputs, seq_lengths, unroll, hoist):
     """
     steps = inputs.shape[0]
     if hoist:
-        inputs = cell.project_inputs(weights, inputs)  # may be a pytree (LSTMCell: per gate)
+        inputs = cell.project_inputs(weights, inputs)  # may be a pytree (rnnlib.fast.Gates)
 
     def step(carry, x):
         return cell.step(weights, carry, x if hoist else cell.project_inputs(weights, x))

@@ -356,3 +356,103 @@ def test_bidirectional_zero_length_sequence_returns_the_initial_carries(batch_di
             return_carry=False,
         ),
     )
+
+
+class ScanGRU:
+    """An RNN-like object written outside rnnlib: a GRU run by a plain ``lax.scan``.
+
+    It speaks RNN's public calling convention, ``init(key, inputs, time_major=...)`` and
+    ``apply(variables, inputs, ...)``, for inputs ``(batch, time, channels)``, and nothing
+    else (no ``_init``, no ``_call``, not an rnnlib module). Its step is written here, on
+    the flax.linen parameter layout.
+    """
+
+    def __init__(self, features):
+        self.features = features
+
+    def init(self, key, inputs, time_major=False):
+        assert not time_major
+        seed = int(jax.random.randint(key, (), 0, 2**30))
+        width = {"i": inputs.shape[-1], "h": self.features}
+        params = {}
+        for i, name in enumerate(("ir", "iz", "in", "hr", "hz", "hn")):
+            shape = (width[name[0]], self.features)
+            layer = {"kernel": random_array(seed + i, shape, scale=0.5)}
+            if name[0] == "i" or name == "hn":
+                layer["bias"] = random_array(seed + 10 + i, (self.features,), scale=0.5)
+            params[name] = layer
+        return {"params": {"cell": params}}
+
+    def apply(
+        self,
+        variables,
+        inputs,
+        *,
+        initial_carry=None,
+        init_key=None,
+        seq_lengths=None,
+        return_carry=False,
+        time_major=False,
+        reverse=False,
+        keep_order=False,
+    ):
+        p = variables["params"]["cell"]
+        batch, steps = inputs.shape[:2]
+        lengths = jnp.full((batch,), steps) if seq_lengths is None else seq_lengths
+        t = jnp.arange(steps)[None, :]
+        # Reversed, each sequence's valid steps run from its last to its first.
+        order = jnp.where(t < lengths[:, None], lengths[:, None] - 1 - t, t) if reverse else None
+
+        def flip(x):
+            return jnp.take_along_axis(x, order[..., None], axis=1)
+
+        xs = flip(inputs) if reverse else inputs
+
+        def dense(x, name):
+            y = x @ p[name]["kernel"]
+            return y + p[name]["bias"] if "bias" in p[name] else y
+
+        def step(h, x_and_t):
+            x, t = x_and_t
+            r = jax.nn.sigmoid(dense(x, "ir") + dense(h, "hr"))
+            z = jax.nn.sigmoid(dense(x, "iz") + dense(h, "hz"))
+            n = jnp.tanh(dense(x, "in") + r * dense(h, "hn"))
+            new = (1.0 - z) * n + z * h
+            # Past its length a sequence keeps its carry (its outputs are meaningless).
+            return jnp.where((t < lengths)[:, None], new, h), new
+
+        h = jnp.zeros((batch, self.features)) if initial_carry is None else initial_carry
+        h, ys = jax.lax.scan(step, h, (jnp.swapaxes(xs, 0, 1), jnp.arange(steps)))
+        ys = jnp.swapaxes(ys, 0, 1)
+        if reverse and keep_order:
+            ys = flip(ys)
+        return (h, ys) if return_carry else ys
+
+
+def test_bidirectional_runs_an_rnn_like_object_written_outside_rnnlib():
+    """Bidirectional calls only RNN's public init/apply: an object written here, in both
+    directions, gives the numbers of rnnlib's own RNN and of flax.linen's."""
+    import flax.linen as nn
+
+    import rnnlib
+    from tests.tolerance import assert_close, recurrent_terms
+
+    features = 4
+    x = sequence_input(0, (3,), TIME, FEATURES)
+    lengths = jnp.array([TIME, 2, 1])
+    ours = rnnlib.Bidirectional(ScanGRU(features), ScanGRU(features), return_carry=True)
+    variables = ours.init(jax.random.key(0), x)
+    assert set(variables["params"]) == {"forward_rnn", "backward_rnn"}
+    assert set(variables["params"]["backward_rnn"]["cell"]) == {"ir", "iz", "in", "hr", "hz", "hn"}
+    valid = (jnp.arange(TIME)[None, :] < lengths[:, None])[..., None]
+
+    def meaningful(result):  # outputs at padded steps are computed but meaningless
+        carry, outputs = result
+        return carry, jnp.where(valid, outputs, 0.0)
+
+    got = meaningful(jax.jit(ours.apply)(variables, x, seq_lengths=lengths))
+    for lib in (rnnlib, nn):
+        gru = lib.GRUCell(features=features)
+        bi = lib.Bidirectional(lib.RNN(gru), lib.RNN(lib.GRUCell(features=features)))
+        want = meaningful(bi.apply(variables, x, seq_lengths=lengths, return_carry=True))
+        assert_close(got, want, terms=recurrent_terms(gru, x.shape, steps=TIME))

@@ -3,11 +3,12 @@
 ``RNN(hoist_inputs=...)`` moves the input projection before the loop or into it; on
 CPU ``ConvLSTMCell`` takes its kernel's derivative as a matmul over patches, a large
 ``LSTMCell`` runs one matmul per gate, the gated cells take their kernel gradients
-gate by gate (``rnnlib.linear.gates_affine``), and small fused kernels and biases hand
-their gradients back to the gates by matmul (``rnnlib.linear.join_gates``). Each path
-is checked against the other and against flax.linen, and the structure each promises
-(where the matmuls are, which convolutions the backward pass runs) is read off the
-jaxpr.
+gate by gate, and small fused kernels and biases hand their gradients back to the
+gates by matmul (``rnnlib.fast.join_gates``); ``rnnlib.fast.plan`` decides, and
+``rnnlib.fast.reference()`` switches every rule off. Each path is checked against the
+other, against the reference path and against flax.linen, and the structure each
+promises (where the matmuls are, which convolutions the backward pass runs) is read off
+the jaxpr.
 """
 
 import functools
@@ -21,8 +22,9 @@ import numpy as np
 import pytest
 
 import rnnlib
-import rnnlib.lstm
-from rnnlib.linear import _conv, _conv_filter_grad_by_patches, conv
+import rnnlib.fast
+from rnnlib.fast import _conv_filter_grad_by_patches, conv
+from rnnlib.linear import lax_conv as _conv
 from tests.parity_helpers import CELLS_BY_ID, random_array, random_lengths, sequence_input
 from tests.tolerance import assert_close, assert_identical, recurrent_terms
 
@@ -80,6 +82,32 @@ def test_hoisted_and_in_loop_projections_give_the_same_outputs_carry_and_gradien
     variables = rnnlib.RNN(cell).init(jax.random.key(0), x)
     run = functools.partial(_outputs_and_gradients, cell, variables, x, lengths)
     assert_close(run(hoist=True), run(hoist=False), terms=_rnn_terms(cell, x))
+
+
+@pytest.mark.parametrize("cell_id", CELL_IDS)
+def test_the_reference_path_has_no_custom_rules_and_the_numbers_of_the_fast_one(cell_id):
+    """``rnnlib.fast.reference()`` switches off every rule of ``rnnlib.fast``: the
+    forward program holds no custom derivative, and outputs, carry and gradients agree
+    with the default path up to rounding."""
+    case = CELLS_BY_ID[cell_id]
+    _, cell = case.twins()
+    x = sequence_input(0, (3,), TIME, case.feature_shape)
+    lengths = random_lengths(1, (3,), TIME, minimum=0)
+    variables = rnnlib.RNN(cell).init(jax.random.key(0), x)
+    run = functools.partial(_outputs_and_gradients, cell, variables, x, lengths)
+
+    def custom_rules():
+        jaxpr = jax.make_jaxpr(rnnlib.RNN(cell).apply)(variables, x).jaxpr
+        return sum(eqn.primitive.name == "custom_jvp_call" for eqn, _ in _equations(jaxpr))
+
+    fast = run(hoist=False), custom_rules()
+    with rnnlib.fast.reference():
+        reference = run(hoist=False), custom_rules()
+    assert reference[1] == 0
+    # Joins by matmul (LSTM, GRU) and the ConvLSTM's patches rule are CPU rules; the
+    # MGU's per-gate matmuls and the SimpleCell need none.
+    assert (fast[1] > 0) == (ON_CPU and cell_id in ("LSTMCell", "GRUCell", "ConvLSTMCell-2d"))
+    assert_close(fast[0], reference[0], terms=_rnn_terms(cell, x))
 
 
 def test_both_paths_keep_complex_inputs_complex():
@@ -283,8 +311,8 @@ def test_per_gate_and_fused_lstm_matmuls_give_the_same_outputs_carry_and_gradien
     lengths = random_lengths(1, batch, TIME, minimum=0)
     variables = rnnlib.RNN(cell).init(jax.random.key(0), x)
     fused = _outputs_and_gradients(cell, variables, x, lengths, hoist)
-    with mock.patch.object(rnnlib.lstm, "SEPARATE_GATES_MIN_SIZE", 1):
-        assert cell.separate_gates(x.shape)
+    with mock.patch.object(rnnlib.fast, "SEPARATE_GATES_MIN_SIZE", 1):
+        assert rnnlib.fast.plan(cell, x.shape[:-2] + x.shape[-1:]).hidden.per_gate == ON_CPU
         per_gate = _outputs_and_gradients(cell, variables, x, lengths, hoist)
     assert_close(per_gate, fused, terms=_rnn_terms(cell, x))
 
@@ -304,7 +332,7 @@ def test_per_gate_lstm_keeps_dtypes_and_missing_biases(fields, dtype):
     x = random_array(0, (2, TIME, 3), dtype)
     variables = rnnlib.RNN(cell).init(jax.random.key(0), x.real)
     fused = rnnlib.RNN(cell).apply(variables, x)
-    with mock.patch.object(rnnlib.lstm, "SEPARATE_GATES_MIN_SIZE", 1):
+    with mock.patch.object(rnnlib.fast, "SEPARATE_GATES_MIN_SIZE", 1):
         per_gate = rnnlib.RNN(cell).apply(variables, x)
     assert per_gate.dtype == fused.dtype
     # With dtype=bfloat16 the cell rounds in bfloat16: that epsilon counts (None: the result's).
@@ -319,7 +347,9 @@ def test_per_gate_lstm_keeps_dtypes_and_missing_biases(fields, dtype):
         (255, False, 2, 0),  # 255 x 512 rows x features: fused, both matmuls in the loop
         (256, False, 8, 0),  # 256 x 512 = 2**17: one matmul per gate and side
         (256, True, 4, 4),  # hoisted: four input matmuls before the loop
-        (8, True, 1, 4),  # hoisted over 64 x 8 rows: per gate before, fused in the loop
+        # Hoisted: decided from one step's 8 x 512 rows x features, not from the 64 x 8
+        # rows projected before the loop, so both sides are fused.
+        (8, True, 1, 1),
     ],
 )
 def test_lstm_matmuls_run_per_gate_from_two_to_the_17_rows_times_features_on_cpu(
@@ -340,7 +370,7 @@ def test_a_large_per_gate_lstm_matches_flax_in_value_and_gradient():
     flax_rnn, rnn = (lib.RNN(lib.LSTMCell(features=512)) for lib in (nn, rnnlib))
     x = random_array(0, (256, 2, 8), jnp.float32)
     variables = flax_rnn.init(jax.random.key(0), x)
-    assert rnnlib.LSTMCell(features=512).separate_gates((256, 8)) == ON_CPU
+    assert rnnlib.fast.plan(rnnlib.LSTMCell(features=512), (256, 8)).hidden.per_gate == ON_CPU
     _assert_loss_and_gradients_close(rnn, flax_rnn, variables, x)
 
 
@@ -365,7 +395,7 @@ def _assert_loss_and_gradients_close(rnn, flax_rnn, variables, x):
 
 
 # ---------------------------------------------------------------------------
-# Kernel gradients taken gate by gate (gates_affine) from 2**14 on CPU
+# Kernel gradients taken gate by gate (rnnlib.fast.plan) from 2**14 on CPU
 
 
 def _derivatives(cell, variables, x, lengths, hoist):
@@ -403,7 +433,7 @@ def _derivatives(cell, variables, x, lengths, hoist):
     ],
 )
 def test_per_gate_and_fused_gradients_agree_to_the_second_order(cell_id, hoist):
-    """The per-gate derivative rule against plain differentiation of the fused matmul:
+    """The per-gate derivative rule (an MGU's per-gate matmuls) against the reference path:
     outputs, carry, gradients (parameters and inputs), a JVP and a Hessian-vector
     product, with sequences of different lengths."""
     _, cell = CELLS_BY_ID[cell_id].twins()
@@ -411,9 +441,12 @@ def test_per_gate_and_fused_gradients_agree_to_the_second_order(cell_id, hoist):
     x = sequence_input(0, batch, TIME, (3,))
     lengths = random_lengths(1, batch, TIME, minimum=0)
     variables = rnnlib.RNN(cell).init(jax.random.key(0), x)
-    fused = _derivatives(cell, variables, x, lengths, hoist)
-    with mock.patch.object(rnnlib.linear, "PER_GATE_GRADIENT_MIN_SIZE", 1):
-        assert rnnlib.linear.per_gate_gradient(x.shape, cell.features) == ON_CPU
+    with rnnlib.fast.reference():
+        fused = _derivatives(cell, variables, x, lengths, hoist)
+    with mock.patch.object(rnnlib.fast, "PER_GATE_GRADIENT_MIN_SIZE", 1):
+        forms = rnnlib.fast.plan(cell, x.shape[:-2] + x.shape[-1:])
+        # An MGU computes each gate by its own matmul on every backend.
+        assert forms.hidden.per_gate_gradient == (ON_CPU and cell_id != "MGUCell-no_reset_gate")
         per_gate = _derivatives(cell, variables, x, lengths, hoist)
     assert_close(per_gate, fused, terms=_rnn_terms(cell, x))
 
@@ -425,8 +458,9 @@ def test_a_per_gate_gradient_cell_matches_flax_in_value_and_gradient(cell_name):
     flax_rnn, rnn = (lib.RNN(getattr(lib, cell_name)(features=128)) for lib in (nn, rnnlib))
     x = random_array(0, (128, 2, 3), jnp.float32)
     variables = flax_rnn.init(jax.random.key(0), x)
-    assert rnnlib.linear.per_gate_gradient((128, 3), 128) == ON_CPU
-    assert not rnnlib.linear.per_gate_gradient((127, 3), 128)
+    cell = getattr(rnnlib, cell_name)(features=128)
+    assert rnnlib.fast.plan(cell, (128, 3)).hidden.per_gate_gradient == ON_CPU
+    assert not rnnlib.fast.plan(cell, (127, 3)).hidden.per_gate_gradient
     _assert_loss_and_gradients_close(rnn, flax_rnn, variables, x)
 
 
@@ -505,8 +539,8 @@ JOIN_CASES = [
 @pytest.mark.parametrize("shape, k, live", JOIN_CASES)
 def test_join_gates_has_the_values_and_derivatives_of_a_concatenation(shape, k, live):
     parts = [random_array(i, shape, jnp.float32) for i in range(k)]
-    assert rnnlib.linear.join_by_matmul(shape, k) == ON_CPU
-    joined = _join_derivatives(rnnlib.linear.join_gates, parts, live)
+    assert rnnlib.fast.join_by_matmul(shape, k) == ON_CPU
+    joined = _join_derivatives(rnnlib.fast.join_gates, parts, live)
     concatenated = _join_derivatives(lambda ps: jnp.concatenate(ps, axis=-1), parts, live)
     # Multiplying by one and adding zeros: the same numbers, not merely close ones.
     assert_identical(joined, concatenated)
@@ -515,12 +549,13 @@ def test_join_gates_has_the_values_and_derivatives_of_a_concatenation(shape, k, 
 @pytest.mark.skipif(not ON_CPU, reason="joins differentiate by matmul on CPU only")
 @pytest.mark.parametrize(
     "cell_name, matmuls",
-    [("LSTMCell", 4 + 4 + 4), ("GRUCell", 3 + 3 + 3 + 1), ("MGUCell", 2 + 2 + 2 + 1)],
+    # (An MGU fuses nothing: rnnlib.fast.plan gives it one matmul per gate.)
+    [("LSTMCell", 4 + 4 + 4), ("GRUCell", 3 + 3 + 3 + 1)],
 )
 def test_a_small_cells_gradient_leaves_its_fused_arrays_by_matmul_not_by_slices(cell_name, matmuls):
     """Batch 8 and 32 features: the kernels and biases of both sides come out of the
     fused arrays by one matmul each after the loop (kernels of both sides, then input
-    and hidden biases; a GRU or MGU has a hidden bias on its candidate only), where
+    and hidden biases; a GRU has a hidden bias on its candidate only), where
     plain differentiation splits them."""
     rnn = rnnlib.RNN(getattr(rnnlib, cell_name)(features=32))
     x = jax.ShapeDtypeStruct((8, 4, 32), jnp.float32)
@@ -537,7 +572,7 @@ def test_a_small_cells_gradient_leaves_its_fused_arrays_by_matmul_not_by_slices(
         return sum(e.primitive.name == "dot_general" for e in eqns), cut
 
     joined, cut = after_the_loop()
-    with mock.patch.object(rnnlib.linear, "join_by_matmul", return_value=False):
+    with mock.patch.object(rnnlib.fast, "join_by_matmul", return_value=False):
         plain, plain_cut = after_the_loop()
     # One matmul instead of a cut for every kernel and bias (jax < 0.4.36 cuts by slice;
     # newer jax's split also cuts out the zero biases padded in for a GRU's or MGU's
@@ -561,9 +596,9 @@ def test_a_small_cells_gradient_leaves_its_fused_arrays_by_matmul_not_by_slices(
     ],
 )
 def test_joins_differentiate_by_matmul_on_cpu_up_to_two_to_the_20_multiply_adds(shape, k, expected):
-    assert rnnlib.linear.join_by_matmul(shape, k) == (expected and ON_CPU)
+    assert rnnlib.fast.join_by_matmul(shape, k) == (expected and ON_CPU)
     with mock.patch.object(jax, "default_backend", return_value="gpu"):
-        assert not rnnlib.linear.join_by_matmul(shape, k)
+        assert not rnnlib.fast.join_by_matmul(shape, k)
 
 
 @pytest.mark.parametrize(
@@ -575,9 +610,9 @@ def test_joins_differentiate_by_matmul_on_cpu_up_to_two_to_the_20_multiply_adds(
     ids=["shapes", "dtypes"],
 )
 def test_join_gates_of_unlike_parts_is_a_plain_concatenation(parts, joined):
-    jaxpr = jax.make_jaxpr(jax.grad(lambda ps: jnp.sum(rnnlib.linear.join_gates(ps))))(parts)
+    jaxpr = jax.make_jaxpr(jax.grad(lambda ps: jnp.sum(rnnlib.fast.join_gates(ps))))(parts)
     assert _count(jaxpr.jaxpr, "dot_general") == (0, 0)
-    result = rnnlib.linear.join_gates(parts)
+    result = rnnlib.fast.join_gates(parts)
     assert result.dtype == jnp.float32  # promoted, as jnp.concatenate does
     np.testing.assert_array_equal(result, joined)
 
@@ -587,7 +622,7 @@ def test_an_infinite_cotangent_in_one_gate_is_nan_in_the_others_as_documented():
     """What join_gates' docstring warns of: ``inf * 0`` in the selecting matmul."""
     parts = [jnp.ones((2, 4)) for _ in range(4)]
     cotangent = jnp.zeros((2, 16)).at[0, 0].set(jnp.inf)
-    _, pullback = jax.vjp(rnnlib.linear.join_gates, parts)
+    _, pullback = jax.vjp(rnnlib.fast.join_gates, parts)
     (grads,) = pullback(cotangent)
     assert grads[0][0, 0] == jnp.inf
     assert jnp.isnan(grads[1][0]).all()

@@ -1,0 +1,513 @@
+"""How rnnlib computes its cells fast: the one module that reads the backend.
+
+The cells (``lstm.py``, ``gru.py``, ``simple.py``, ``conv_lstm.py``) write their
+equations with the three calls this module provides and know nothing of backends or
+sizes:
+
+- ``gate_layers(cell, params, input_shape, input=names, hidden=names)``, called by a
+  gated cell's ``prepare``: the two sides' dense layers (``Sides``), each in the form
+  ``plan`` chooses for that cell on this backend, from one step's input shape;
+- ``gates(x, layers, dtype)``: the affine maps of every gate of one side, as ``Gates``
+  (add two with ``+``, take the gates apart with ``.split()``);
+- ``conv(...)``: ``rnnlib.linear.conv``, with the kernel's derivative taken as a
+  matmul over patches on CPU.
+
+``RNN`` asks ``hoists_inputs()`` where the input projection runs by default.
+
+Everything here changes how a number is computed, never which number (up to the
+rounding of a sum taken in another order, which the tests bound). ``reference()``
+switches it all off: inside it, each side is one fused matmul of plainly concatenated
+kernels, differentiated by JAX's own rules, and convolutions are ``lax``'s, so a
+reader can compare the two programs and a test can run both. Every choice is read
+when a function is traced: a function jitted outside ``reference()`` keeps its form.
+
+Most of what follows works around compile time on XLA's CPU backend, where every
+slice at a different offset is a kernel of its own, compiled by LLVM in 10-20 ms,
+while matmuls go to a library and compile nothing per shape. The measurements come
+from ``benchmarks/`` (see its README); each rule's docstring gives its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import itertools
+import math
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.custom_derivatives import SymbolicZero
+
+from rnnlib.cell_base import Sides
+from rnnlib.linear import affine, lax_conv
+from rnnlib.linear import conv as plain_conv
+
+# -- the switch ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Policy:
+    """Whether the rules of this module apply (``fast``) or the plain reference path runs."""
+
+    fast: bool = True
+
+
+POLICY = Policy()
+
+
+@contextlib.contextmanager
+def reference():
+    """Within this block, cells compute the plain way: one fused matmul per side, plain
+    concatenations and ``lax`` convolutions, no custom derivative rules, no thresholds.
+    ``RNN``'s default for ``hoist_inputs`` is unaffected."""
+    before = POLICY.fast
+    POLICY.fast = False
+    try:
+        yield
+    finally:
+        POLICY.fast = before
+
+
+def _on_cpu() -> bool:
+    """Whether the rules for XLA's CPU backend apply."""
+    return POLICY.fast and jax.default_backend() == "cpu"
+
+
+# -- where the input projection runs ------------------------------------------------------
+
+
+def hoists_inputs() -> bool:
+    """``RNN``'s default for ``hoist_inputs``: before the loop except on CPU.
+
+    Hoisting turns ``T`` small input matmuls into one large one, which pays where large
+    matmuls are far more efficient than small ones and every operation in the loop
+    costs a kernel launch (GPU, TPU). On XLA's CPU backend the benchmark in
+    ``benchmarks/`` measured the opposite: the loop reading a ``(T, batch, gates)``
+    array of projections, one slice per step, runs slower than computing the small
+    matmul in the loop, in the forward pass and in training, at every size it tries.
+    """
+    return jax.default_backend() != "cpu"
+
+
+# -- the forms of one side's gates --------------------------------------------------------
+
+
+class Form(NamedTuple):
+    """How one side's gates are computed.
+
+    ``per_gate``: one matmul per gate, from the layers as they are, instead of one
+    fused matmul. ``per_gate_gradient``: one fused matmul whose derivative with respect
+    to the layers is taken gate by gate (``_per_gate_affine``). Neither: one fused
+    matmul, differentiated through the fused kernel.
+    """
+
+    per_gate: bool = False
+    per_gate_gradient: bool = False
+
+
+FUSED = Form()
+
+# On CPU, an LSTM computes its gates with one matmul each, instead of one fused matmul,
+# when one step's rows x features reaches this (plan says why).
+SEPARATE_GATES_MIN_SIZE = 2**17
+# On CPU, a fused matmul takes its derivative gate by gate once one step's rows x
+# features (of one gate) reaches this (plan says why).
+PER_GATE_GRADIENT_MIN_SIZE = 2**14
+
+
+def _kind(cell) -> str:
+    """The built-in cell ``cell`` is (or derives from), or ``''``."""
+    for klass in type(cell).__mro__:
+        if klass.__module__.startswith("rnnlib.") and klass.__name__ in (
+            "LSTMCell",
+            "GRUCell",
+            "MGUCell",
+        ):
+            return klass.__name__
+    return ""
+
+
+def plan(cell, input_shape: Sequence[int]) -> Sides:
+    """The ``Form`` of each side of ``cell``'s gates for one step's input of ``input_shape``.
+
+    Decided once per call of ``RNN`` (by the cell's ``prepare``), from one step's rows
+    (the product of every axis of ``input_shape`` but the last), the same for the input
+    side whether it is hoisted before the loop or not, and for the hidden side.
+
+    **LSTM, per gate from 2**17.** Per gate means four ``(rows, in) @ (in, features)``
+    matmuls instead of one ``(rows, in) @ (in, 4 * features)``. On XLA's CPU backend, in
+    training, the per-gate form measured faster once ``rows * features`` reached
+    ``2**17`` (``SEPARATE_GATES_MIN_SIZE``): 2-6% at 512 features and batch 256, 7-8% at
+    batch 512, 18% at 1024 features and batch 256. Around ``2**16`` the two were within
+    4% of each other, and below it the fused form won (at 256 features and batch 64 by
+    1% with 256 input features and by about 25% with 128; by 35-40% at 32 features and
+    batch 8). In a micro-benchmark the difference came from the kernel gradient
+    ``h.T @ d_gates``, which XLA:CPU computes more slowly for one wide kernel than for
+    four narrow ones, at every step of the backward loop.
+
+    **Per-gate gradients from 2**14.** The fused matmul ``x @ concat(kernels)`` computes
+    every gate at once, but its parameter gradient is one ``(in, k * features)`` array
+    that XLA then cuts into ``k`` slices, one per layer, after the loop; on XLA:CPU each
+    slice is a kernel to compile. With one ``x.T @ d_gate`` per gate the gradients need
+    no slices at all. For a GRU with batch 64 and 256 features that took its training
+    step from 43 compiled kernels to 33, and its first call (trace, compile, run) from
+    1.07 to 0.97 of flax.linen's, for the same running time (and 4% less of it at batch
+    256 and 512 features). For smaller inputs the ``k`` matmuls and additions per step
+    cost more than they save: a GRU trained about 1% slower at ``2**13``, 5-23% slower
+    at ``2**12`` and about 30% slower at batch 8 and 32 features. So: on CPU, from
+    ``rows * features >= 2**14`` (``PER_GATE_GRADIENT_MIN_SIZE``), on both sides of a
+    GRU and on the hidden side of an LSTM. An LSTM's input side stays fused: per gate,
+    it cost an LSTM with batch 64 and 256 features 3-4% of its training time, against
+    0.5% for the hidden side, which holds most of the compile-time saving (38 compiled
+    kernels with it alone, 34 with both sides, 46 with neither).
+
+    **MGU, always per gate.** flax.linen computes each gate with its own ``Dense``. A
+    fused matmul of width ``2 * features`` gives the same sums, but XLA:CPU rounds them
+    in another order, so the outputs differed from flax.linen's in the last bits (about
+    ``3e-8``); one matmul per gate gives flax.linen's numbers bit for bit. This rule
+    holds on every backend.
+
+    GPUs and TPUs keep the fused forms (except the MGU's), as does any other cell, and
+    every cell inside ``reference()``.
+    """
+    kind = _kind(cell)
+    if not POLICY.fast or not kind:
+        return Sides(FUSED, FUSED)
+    if kind == "MGUCell":
+        return Sides(Form(per_gate=True), Form(per_gate=True))
+    if not _on_cpu():
+        return Sides(FUSED, FUSED)
+    size = math.prod(tuple(input_shape)[:-1]) * cell.features
+    per_gate_gradient = size >= PER_GATE_GRADIENT_MIN_SIZE
+    if kind == "GRUCell":
+        side = Form(per_gate_gradient=per_gate_gradient)
+        return Sides(side, side)
+    per_gate = size >= SEPARATE_GATES_MIN_SIZE
+    return Sides(Form(per_gate=per_gate), Form(per_gate, per_gate_gradient))
+
+
+# -- one side's layers and gates ----------------------------------------------------------
+
+
+@jax.tree_util.register_pytree_node_class
+class GateLayers:
+    """The dense layers of one side, in the form ``form`` computes them.
+
+    ``kernels`` and ``biases`` are the layers themselves (a bias is None where its layer
+    has none); ``kernel`` and ``bias`` are their fusion (``fused``), None in the
+    per-gate form, which never needs them.
+    """
+
+    def __init__(self, kernel, bias, kernels: tuple, biases: tuple, form: Form):
+        self.kernel, self.bias, self.kernels, self.biases, self.form = (
+            kernel,
+            bias,
+            kernels,
+            biases,
+            form,
+        )
+
+    def tree_flatten(self):
+        return (self.kernel, self.bias, self.kernels, self.biases), self.form
+
+    @classmethod
+    def tree_unflatten(cls, form, children):
+        return cls(*children, form)
+
+
+def layers(params: dict, names: Sequence[str], form: Form = FUSED) -> GateLayers:
+    """The layers ``names`` of ``params`` for ``form``."""
+    kernels = tuple(params[n]["kernel"] for n in names)
+    biases = tuple(params[n].get("bias") for n in names)
+    kernel = bias = None
+    if not form.per_gate:
+        kernel, bias = fused(params, names)
+    return GateLayers(kernel, bias, kernels, biases, form)
+
+
+def gate_layers(cell, params: dict, input_shape, *, input: Sequence[str], hidden: Sequence[str]):
+    """``Sides`` of ``GateLayers``: the layers ``input`` and ``hidden`` of ``params``, each
+    in the form ``plan(cell, input_shape)`` chooses."""
+    forms = plan(cell, input_shape)
+    return Sides(layers(params, input, forms.input), layers(params, hidden, forms.hidden))
+
+
+@jax.tree_util.register_pytree_node_class
+class Gates:
+    """The affine maps of ``k`` gates: one array ``(..., k * features)`` or ``k`` arrays.
+
+    ``split()`` gives the ``k`` gates; ``a + b`` adds two sides gate by gate (one
+    addition when both are fused). A pytree, so ``RNN`` can slice hoisted ones by step.
+    """
+
+    def __init__(self, value, k: int):
+        self.value, self.k = value, k
+
+    def split(self) -> tuple:
+        if isinstance(self.value, tuple):
+            return self.value
+        return tuple(jnp.split(self.value, self.k, axis=-1))
+
+    def __add__(self, other: Gates) -> Gates:
+        if not isinstance(self.value, tuple) and not isinstance(other.value, tuple):
+            return Gates(self.value + other.value, self.k)
+        return Gates(tuple(a + b for a, b in zip(self.split(), other.split())), self.k)
+
+    def tree_flatten(self):
+        return (self.value,), self.k
+
+    @classmethod
+    def tree_unflatten(cls, k, children):
+        return cls(children[0], k)
+
+
+def gates(x, layers: GateLayers, dtype=None) -> Gates:
+    """``x @ kernel + bias`` for every gate of one side, in ``layers.form``."""
+    k = len(layers.kernels)
+    if layers.form.per_gate:
+        return Gates(
+            tuple(affine(x, w, b, dtype=dtype) for w, b in zip(layers.kernels, layers.biases)), k
+        )
+    if layers.form.per_gate_gradient:
+        value = _per_gate_affine(
+            x, layers.kernels, layers.biases, layers.kernel, layers.bias, dtype
+        )
+        return Gates(value, k)
+    return Gates(affine(x, layers.kernel, layers.bias, dtype=dtype), k)
+
+
+# -- fused layers and their joins ---------------------------------------------------------
+
+
+def fused(params: dict, names: Sequence[str]):
+    """Concatenates the kernels (and biases) of several dense layers along the output axis.
+
+    One ``(in, k * features)`` matmul computes ``k`` gates at once. Layers without a bias
+    contribute zeros, so a fused bias exists whenever any of them has one. The
+    concatenations are ``join_gates``.
+    """
+    kernel = join_gates([params[n]["kernel"] for n in names])
+    if not any("bias" in params[n] for n in names):
+        return kernel, None
+    biases = []
+    for n in names:
+        layer = params[n]
+        bias = layer.get("bias")
+        biases.append(
+            jnp.zeros(layer["kernel"].shape[-1:], layer["kernel"].dtype) if bias is None else bias
+        )
+    return kernel, join_gates(biases)
+
+
+# On CPU, join_gates takes its derivative by matmuls while they cost at most this many
+# multiply-adds; join_by_matmul says why.
+JOIN_BY_MATMUL_MAX_MACS = 2**20
+
+
+def join_by_matmul(shape, parts: int) -> bool:
+    """Whether ``join_gates`` of ``parts`` arrays of ``shape`` differentiates by matmuls.
+
+    Why: the gradient of a concatenation is one slice per part, and on XLA's CPU
+    backend every slice at a different offset is a kernel of its own, compiled by LLVM
+    in 10-20 ms (``plan``'s per-gate gradients tell the same story for the fused
+    matmul's gradient). A matmul with a matrix of zeros and ones selects the same
+    block, and XLA:CPU hands matmuls to a library, compiling nothing per offset. For an
+    LSTM with batch 8 and 32 features, too small for per-gate gradients, that took the
+    training step from 39 compiled kernels to 31 (flax.linen's: 26) and its compile
+    time from about 855 to about 760 ms (flax.linen's: about 700), for the same running
+    time; a GRU went from 33 kernels to 27.
+
+    The library takes no matmul with a single row, column or summed term, so a 1-D
+    part (a bias) is viewed as ``(2, features / 2)``, which needs an even number of
+    at least 4 features; its matmuls are tiny. A kernel's matmuls cost ``parts *
+    features`` multiply-adds per number of the joined array, where a slice copies it
+    once, so kernels take them up to ``JOIN_BY_MATMUL_MAX_MACS`` multiply-adds in all
+    (32 features, not 128). CPU only: GPUs and TPUs keep the slices.
+    """
+    if not _on_cpu():
+        return False
+    *rows, features = shape
+    if not rows:
+        return features >= 4 and features % 2 == 0
+    rows = math.prod(rows)
+    macs = parts * rows * features * parts * features
+    return rows >= 2 and features >= 2 and macs <= JOIN_BY_MATMUL_MAX_MACS
+
+
+def join_gates(parts: Sequence):
+    """``jnp.concatenate(parts, axis=-1)``, differentiated by matmuls where that pays.
+
+    The value is always the concatenation. For ``parts`` of one shape and dtype, where
+    ``join_by_matmul`` says so, its derivative is taken by matmuls with constant
+    0/1 matrices instead of slices: the same numbers, except that a non-finite number
+    in one part of a cotangent spreads to the other parts as NaN (``inf * 0``).
+    """
+    parts = tuple(parts)
+    alike = len({(p.shape, jnp.result_type(p)) for p in parts}) == 1
+    if alike and join_by_matmul(parts[0].shape, len(parts)):
+        return _join_by_matmul(parts)
+    return jnp.concatenate(parts, axis=-1)
+
+
+# The rule below is written in lax, not jnp: jnp's functions are jitted wrappers whose
+# tracing cost, paid for every join of every cell, would eat into the compile time saved.
+
+
+@jax.custom_jvp
+def _join_by_matmul(parts):
+    return lax.concatenate(parts, parts[0].ndim - 1)
+
+
+def _join_by_matmul_jvp(primals, tangents):
+    (parts,), (dparts,) = primals, tangents
+    k = len(parts)
+    terms = [_place(dp, g, k) for g, dp in enumerate(dparts) if not isinstance(dp, SymbolicZero)]
+    joined = _join_by_matmul(parts)
+    if not terms:
+        return joined, lax.full_like(joined, 0)
+    return joined, functools.reduce(lax.add, terms)
+
+
+_join_by_matmul.defjvp(_join_by_matmul_jvp, symbolic_zeros=True)
+
+
+def _place(part, g: int, k: int):
+    """``part`` as block ``g`` of ``k`` along the last axis, zeros elsewhere, by one matmul."""
+    n = part.shape[-1]
+    if part.ndim == 1:
+        # (2, n/2) rows: block g of the joined (2k, n/2) rows is rows 2g and 2g + 1.
+        select = _selection(2 * k, 2, 2 * g, part.dtype)
+        rows = lax.dot_general(select, lax.reshape(part, (2, n // 2)), _MATMUL, precision=_EXACT)
+        return lax.reshape(rows, (k * n,))
+    select = _selection(k * n, n, g * n, part.dtype).T
+    dims = (((part.ndim - 1,), (0,)), ((), ()))
+    return lax.dot_general(part, select, dims, precision=_EXACT)
+
+
+_MATMUL = (((1,), (0,)), ((), ()))
+# Full precision, so that multiplying by one and adding zeros leaves every number as it is.
+_EXACT = lax.Precision.HIGHEST
+
+
+@functools.lru_cache(maxsize=64)
+def _selection(rows: int, columns: int, offset: int, dtype):
+    """A ``(rows, columns)`` NumPy matrix of zeros with ones at ``(offset + j, j)``."""
+    select = np.zeros((rows, columns), dtype)
+    select[offset + np.arange(columns), np.arange(columns)] = 1
+    select.flags.writeable = False
+    return select
+
+
+# -- per-gate gradients of a fused matmul -------------------------------------------------
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(5,))
+def _per_gate_affine(x, kernels, biases, kernel, bias, dtype):
+    """``x @ kernel + bias``, whose derivative with respect to the layers is taken gate
+    by gate (``x.T @ d_gate`` for each kernel) from ``kernels`` and ``biases``, never
+    through the fused arrays (``plan`` says when that pays).
+
+    ``kernel`` and ``bias`` are ``fused(kernels, biases)``, computed once outside any
+    loop; the rule ignores their tangents and uses the per-gate ones, which carry the
+    same information. The derivative with respect to ``x`` is one fused matmul, and
+    derivatives of every order equal those of the fused map (the rule's own tangent is
+    differentiable again, so Hessians come out right too).
+    """
+    return affine(x, kernel, bias, dtype=dtype)
+
+
+def _per_gate_affine_jvp(dtype, primals, tangents):
+    x, kernels, biases, kernel, bias = primals
+    dx, dkernels, dbiases, _, _ = tangents
+    y = _per_gate_affine(x, kernels, biases, kernel, bias, dtype)
+    terms = []
+    if not isinstance(dx, SymbolicZero):
+        # Written with the fused kernel as a plain input: differentiating this term
+        # again reaches the kernel's real tangent (the concatenation of the gates').
+        terms.append(affine(dx, kernel, dtype=dtype))
+    gates = []
+    for b, dk, db in zip(biases, dkernels, dbiases):
+        gate = None
+        if not isinstance(dk, SymbolicZero):
+            gate = affine(x, dk, dtype=dtype)
+        if b is not None and not isinstance(db, SymbolicZero):
+            gate = db if gate is None else gate + db
+        gates.append(gate)
+    if any(g is not None for g in gates):
+        shape = y.shape[:-1] + (kernels[0].shape[-1],)
+        gates = [
+            jnp.zeros(shape, y.dtype) if g is None else jnp.broadcast_to(g, shape) for g in gates
+        ]
+        terms.append(jnp.concatenate(gates, axis=-1))
+    if not terms:
+        return y, jnp.zeros_like(y)
+    return y, sum(terms[1:], terms[0]).astype(y.dtype)
+
+
+_per_gate_affine.defjvp(_per_gate_affine_jvp, symbolic_zeros=True)
+
+
+# -- convolutions -------------------------------------------------------------------------
+
+
+def conv(x, kernel, bias, strides, padding, num_batch_dims: int, dtype=None):
+    """``rnnlib.linear.conv``; on CPU its kernel's derivative is a matmul over patches
+    (``_conv_filter_grad_by_patches`` says why)."""
+    convolve = _conv_filter_grad_by_patches if _on_cpu() else lax_conv
+    return plain_conv(x, kernel, bias, strides, padding, num_batch_dims, dtype, convolve=convolve)
+
+
+def _patches(x, window, strides, padding):
+    """Every window of ``x`` ``(N, *signal, C)`` as one row: ``(N, *out_signal, prod(window) * C)``.
+
+    The row holds the window's positions in row-major order, channels fastest, which is
+    the order of a ``(*window, C, O)`` kernel reshaped to ``(prod(window) * C, O)``; so
+    ``_patches(x, ...) @ kernel.reshape(-1, O)`` is the convolution.
+    """
+    x = jnp.pad(x, ((0, 0),) + padding + ((0, 0),))
+    out = [(n - k) // s + 1 for n, k, s in zip(x.shape[1:-1], window, strides)]
+    columns = []
+    for offset in itertools.product(*(range(k) for k in window)):
+        limit = [o + s * (n - 1) + 1 for o, s, n in zip(offset, strides, out)]
+        columns.append(
+            lax.slice(x, (0, *offset, 0), (x.shape[0], *limit, x.shape[-1]), (1, *strides, 1))
+        )
+    return jnp.concatenate(columns, axis=-1)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(2, 3))
+def _conv_filter_grad_by_patches(x, kernel, strides, padding):
+    """``lax_conv``, with the kernel's derivative taken as a matmul over the input's patches.
+
+    Why: on XLA's CPU backend the gradient of a convolution with respect to its kernel,
+    inside the ``while`` loop of a scan, measured several times slower than everything
+    else in a ConvLSTM's training step (a 32x32 ConvLSTM trained about 7x faster with
+    this rule, ``benchmarks/``). Written as ``patches(x) @ kernel`` the same derivative is
+    one matmul, which the CPU runs well. The value itself is still ``lax``'s convolution,
+    and so is the derivative with respect to ``x``. ``conv`` uses this on CPU only: GPUs
+    and TPUs have fast kernel-gradient convolutions, and the patches cost
+    ``prod(window)`` times the input's memory in the backward pass.
+    """
+    return lax_conv(x, kernel, strides, padding)
+
+
+def _conv_jvp(strides, padding, primals, tangents):
+    x, kernel = primals
+    dx, dkernel = tangents
+    y = lax_conv(x, kernel, strides, padding)
+    parts = []
+    if not isinstance(dx, SymbolicZero):
+        parts.append(lax_conv(dx, kernel, strides, padding))
+    if not isinstance(dkernel, SymbolicZero):
+        columns = _patches(x, kernel.shape[:-2], strides, padding)
+        flat = dkernel.reshape(-1, dkernel.shape[-1])
+        parts.append(lax.dot_general(columns, flat, (((columns.ndim - 1,), (0,)), ((), ()))))
+    return y, sum(parts[1:], parts[0]) if parts else jnp.zeros_like(y)
+
+
+_conv_filter_grad_by_patches.defjvp(_conv_jvp, symbolic_zeros=True)
