@@ -42,7 +42,7 @@ class GRUCell(RNNCellBase):
         features: width of ``h``.
         gate_fn: squashing function of ``r`` and ``z`` (default ``sigmoid``).
         activation_fn: squashing function of ``n`` (default ``tanh``).
-        kernel_init: initializer of the input kernels ``ir, iz, in``, ``(in_features, features)``.
+        kernel_init: initializer of the input kernels ``ir, iz, in``, ``(channels, features)``.
         recurrent_kernel_init: initializer of ``hr, hz, hn``, ``(features, features)``.
         bias_init: initializer of the biases of ``ir, iz, in`` and ``hn``, ``(features,)``.
         dtype: dtype of the computation (default: promoted from inputs and parameters).
@@ -133,7 +133,7 @@ class MGUCell(RNNCellBase):
         features: width of ``h``.
         gate_fn: squashing function of ``f`` (default ``sigmoid``).
         activation_fn: squashing function of ``n`` (default ``tanh``).
-        kernel_init: initializer of ``if`` and ``in``, ``(in_features, features)``.
+        kernel_init: initializer of ``if`` and ``in``, ``(channels, features)``.
         recurrent_kernel_init: initializer of ``hf`` and ``hn``, ``(features, features)``.
         forget_bias_init: initializer of ``b_if`` (default ones, so the cell starts out
             keeping most of its state).

@@ -43,7 +43,7 @@ class LSTMCell(RNNCellBase):
         gate_fn: squashing function of ``i``, ``f`` and ``o`` (default ``sigmoid``).
         activation_fn: function applied to ``g`` and to ``c'`` (default ``tanh``).
         kernel_init: initializer of the input kernels ``ii, if, ig, io``, each
-            ``(in_features, features)``.
+            ``(channels, features)``.
         recurrent_kernel_init: initializer of the hidden kernels ``hi, hf, hg, ho``,
             each ``(features, features)``.
         bias_init: initializer of the biases, which live on the hidden side, ``(features,)``.

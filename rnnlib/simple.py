@@ -40,7 +40,7 @@ class SimpleCell(RNNCellBase):
     Arguments:
         features: width of ``h``.
         activation_fn: the squashing function (default ``tanh``).
-        kernel_init: initializer of ``i/kernel``, ``(in_features, features)``.
+        kernel_init: initializer of ``i/kernel``, ``(channels, features)``.
         recurrent_kernel_init: initializer of ``h/kernel``, ``(features, features)``.
         bias_init: initializer of ``i/bias``, ``(features,)``.
         dtype: dtype of the computation (default: promoted from inputs and parameters).
