@@ -78,7 +78,7 @@ test: test-pinned test-lowest test-floor
 # never reads a program another is still writing.
 CACHE := .jax-cache
 with-cache = rm -rf $(CACHE)/$(1) && JAX_COMPILATION_CACHE_DIR=$(CURDIR)/$(CACHE)/$(1) \
-	JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0.2 JAX_COMPILATION_CACHE_MAX_SIZE=$$((2**32))
+	JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0.2 JAX_COMPILATION_CACHE_MAX_SIZE=4294967296
 
 # The chapters go first: they are the longest units of work, and loadscope hands out whole
 # notebooks, so the many short test modules after them even out the two workers' finish.
