@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+
 import jax
+import jax.numpy as jnp
+import numpy as np
 
 from rnnlib.exercises._check import Feedback, attempt, compare, run_cases
 from rnnlib.rnn import RNN
@@ -29,21 +33,39 @@ def matmuls(fn, *args) -> tuple[int, int]:
     return inside, _count_dots(jaxpr)
 
 
-def _cases():
+def _normal(rng, shape, scale=1.0):
+    return jnp.asarray(scale * rng.standard_normal(shape), jnp.float32)
+
+
+@functools.cache
+def _case_arrays():
+    """Three cases' inputs, parameters and reference outputs as arrays, made once per process.
+
+    The inputs and parameters come from NumPy, and the reference runs under ``jax.jit``: a
+    checker called from a notebook should not spend its time compiling its own set-up.
+    """
     shapes = [((2, 5, 3), 4), ((3, 7, 2), 5), ((1, 1, 4), 3)]
     cases = []
     for index, (x_shape, features) in enumerate(shapes):
-        key_x, key_p = jax.random.split(jax.random.key(index))
-        x = jax.random.normal(key_x, x_shape)
-        params = RNN(SimpleCell(features=features)).init(key_p, x)["params"]["cell"]
-        # A fresh cell's bias is zero, which would let a forgotten bias pass: make it count.
-        bias = jax.random.uniform(
-            jax.random.fold_in(key_p, 1), (features,), minval=-0.5, maxval=0.5
-        )
-        params = {"i": {**params["i"], "bias": bias}, "h": params["h"]}
-        want = RNN(SimpleCell(features=features)).apply({"params": {"cell": params}}, x)
-        cases.append((f"x {x_shape}, features={features}", (params, x), want))
-    return cases
+        rng = np.random.default_rng(index)
+        channels = x_shape[-1]
+        x = _normal(rng, x_shape)
+        w_i = _normal(rng, (channels, features), scale=channels**-0.5)
+        w_h = _normal(rng, (features, features), scale=features**-0.5)
+        # A zero bias would let a forgotten bias pass: make it count.
+        bias = jnp.asarray(rng.uniform(-0.5, 0.5, features), jnp.float32)
+        params = {"i": {"kernel": w_i, "bias": bias}, "h": {"kernel": w_h}}
+        want = jax.jit(RNN(SimpleCell(features=features)).apply)({"params": {"cell": params}}, x)
+        cases.append((f"x {x_shape}, features={features}", x, w_i, bias, w_h, want))
+    return tuple(cases)
+
+
+def _cases():
+    """The cases as ``run_cases`` takes them, with parameter dicts of their own each call."""
+    return [
+        (name, ({"i": {"kernel": w_i, "bias": bias}, "h": {"kernel": w_h}}, x), want)
+        for name, x, w_i, bias, w_h, want in _case_arrays()
+    ]
 
 
 def check_hoisted_elman(elman_hoisted) -> Feedback:
