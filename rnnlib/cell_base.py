@@ -82,16 +82,19 @@ class RNNCellBase(Module):
         """The tree ``create_params(key, input_shape)`` returns, with ``jax.ShapeDtypeStruct``
         leaves; ``RNN`` checks the variables it is given against it on every trace.
 
-        The default traces ``create_params``. The built-in cells write their shapes out
-        (``_written_param_shapes``) instead: tracing their initializers (the orthogonal
-        one runs a QR decomposition) took about 50 ms, a twentieth of the first call of
-        a small training step. A subclass that overrides ``create_params`` but not the
-        written shapes gets the traced ones.
+        This default traces ``create_params``. The built-in cells write their shapes out
+        instead: tracing their initializers (the orthogonal one runs a QR decomposition)
+        took about 50 ms, a twentieth of the first call of a small training step. A
+        subclass whose body defines ``create_params`` but not ``param_shapes`` gets this
+        traced default back, so shapes written for its parent's parameters never stand
+        for its own.
         """
-        written = _defined_by(type(self), "_written_param_shapes")
-        if written is not None and written is _defined_by(type(self), "create_params"):
-            return self._written_param_shapes(tuple(input_shape))
         return jax.eval_shape(lambda: self.create_params(jax.random.key(0), tuple(input_shape)))
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "create_params" in vars(cls) and "param_shapes" not in vars(cls):
+            cls.param_shapes = RNNCellBase.param_shapes
 
     def prepare(self, params: dict, input_shape: Sequence[int]) -> Any:
         """``params`` rearranged for steps whose input is shaped ``input_shape``; ``RNN``
@@ -193,11 +196,6 @@ def _missing(cell, hook: str) -> str:
     return f"{type(cell).__name__} does not define {hook}, which every rnnlib cell must: " + (
         f"{_REQUIRED[hook]}."
     )
-
-
-def _defined_by(cls, name: str):
-    """The class in ``cls``'s MRO whose body defines ``name``, or None."""
-    return next((klass for klass in cls.__mro__ if name in vars(klass)), None)
 
 
 def check_features(cell, features) -> None:

@@ -113,7 +113,7 @@ class ConvLSTMCell(RNNCellBase):
             "hh": self._conv_params(key_hh, self.features),
         }
 
-    def _written_param_shapes(self, input_shape):
+    def param_shapes(self, input_shape):
         return {"ih": self._conv_shapes(input_shape[-1]), "hh": self._conv_shapes(self.features)}
 
     def _conv_shapes(self, in_channels):

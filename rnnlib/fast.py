@@ -122,12 +122,11 @@ PER_GATE_GRADIENT_MIN_SIZE = 2**14
 
 def _kind(cell) -> str:
     """The built-in cell ``cell`` is (or derives from), or ``''``."""
-    for klass in type(cell).__mro__:
-        if klass.__module__.startswith("rnnlib.") and klass.__name__ in (
-            "LSTMCell",
-            "GRUCell",
-            "MGUCell",
-        ):
+    from rnnlib.gru import GRUCell, MGUCell  # imported here: the cells import this module
+    from rnnlib.lstm import LSTMCell
+
+    for klass in (LSTMCell, GRUCell, MGUCell):
+        if isinstance(cell, klass):
             return klass.__name__
     return ""
 

@@ -81,7 +81,7 @@ class SimpleCell(RNNCellBase):
     def create_params(self, key, input_shape):
         return create_dense_layers(key, self._layers(input_shape), self.param_dtype)
 
-    def _written_param_shapes(self, input_shape):
+    def param_shapes(self, input_shape):
         return dense_layer_shapes(self._layers(input_shape), self.param_dtype)
 
     def project_inputs(self, params, inputs):

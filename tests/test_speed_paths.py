@@ -73,14 +73,26 @@ def _outputs_and_gradients(cell, variables, x, lengths, hoist):
     return outputs, jax.jit(jax.grad(loss, argnums=(0, 1)))(variables, x)
 
 
-@pytest.mark.parametrize("cell_id", CELL_IDS)
-def test_hoisted_and_in_loop_projections_give_the_same_outputs_carry_and_gradients(cell_id):
+def _case_run(cell_id):
+    """``(cell, x, variables, run)`` for one of the shared cell cases, where
+    ``run(hoist=...)`` is ``_outputs_and_gradients`` of the case's cell on a batch of
+    3 sequences of random lengths (zero included)."""
     case = CELLS_BY_ID[cell_id]
     _, cell = case.twins()
     x = sequence_input(0, (3,), TIME, case.feature_shape)
     lengths = random_lengths(1, (3,), TIME, minimum=0)
     variables = rnnlib.RNN(cell).init(jax.random.key(0), x)
-    run = functools.partial(_outputs_and_gradients, cell, variables, x, lengths)
+    return (
+        cell,
+        x,
+        variables,
+        functools.partial(_outputs_and_gradients, cell, variables, x, lengths),
+    )
+
+
+@pytest.mark.parametrize("cell_id", CELL_IDS)
+def test_hoisted_and_in_loop_projections_give_the_same_outputs_carry_and_gradients(cell_id):
+    cell, x, _, run = _case_run(cell_id)
     assert_close(run(hoist=True), run(hoist=False), terms=_rnn_terms(cell, x))
 
 
@@ -89,12 +101,7 @@ def test_the_reference_path_has_no_custom_rules_and_the_numbers_of_the_fast_one(
     """``rnnlib.fast.reference()`` switches off every rule of ``rnnlib.fast``: the
     forward program holds no custom derivative, and outputs, carry and gradients agree
     with the default path up to rounding."""
-    case = CELLS_BY_ID[cell_id]
-    _, cell = case.twins()
-    x = sequence_input(0, (3,), TIME, case.feature_shape)
-    lengths = random_lengths(1, (3,), TIME, minimum=0)
-    variables = rnnlib.RNN(cell).init(jax.random.key(0), x)
-    run = functools.partial(_outputs_and_gradients, cell, variables, x, lengths)
+    cell, x, variables, run = _case_run(cell_id)
 
     def custom_rules():
         jaxpr = jax.make_jaxpr(rnnlib.RNN(cell).apply)(variables, x).jaxpr
