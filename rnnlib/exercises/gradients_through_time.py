@@ -31,47 +31,113 @@ from rnnlib.simple import SimpleCell
 _ACTIVATIONS = frozenset({"tanh", "logistic"})
 
 
+def _variables(init, scales, seed, *example_args):
+    """Variables laid out as ``init(key, *example_args)`` lays them out, drawn with NumPy.
+
+    ``jax.eval_shape`` gives the layout without running anything; the values come from a
+    seeded NumPy generator (a checker should not spend a reader's time compiling random
+    initialisers): kernels scaled by ``1/sqrt(fan_in)``, recurrent kernels (layers whose
+    name starts with ``h``) orthogonal times ``scales["recurrent"]``, biases uniform in
+    ``(-0.5, 0.5)`` so that a forgotten bias would show.
+    """
+    rng = np.random.default_rng(seed)
+    shapes = jax.eval_shape(init, jax.random.key(0), *example_args)
+
+    def draw(path, leaf):
+        layer, kind = path[-2].key, path[-1].key
+        if kind == "bias":
+            values = rng.uniform(-0.5, 0.5, leaf.shape)
+        elif layer.startswith("h"):
+            q, r = np.linalg.qr(rng.standard_normal(leaf.shape))
+            values = scales["recurrent"] * q * np.sign(np.diag(r))
+        else:
+            values = rng.standard_normal(leaf.shape) / np.sqrt(leaf.shape[0])
+        return jnp.asarray(values, leaf.dtype)
+
+    return jax.tree_util.tree_map_with_path(draw, shapes)
+
+
+def _inputs(seed, shape):
+    return jnp.asarray(np.random.default_rng(seed).standard_normal(shape), jnp.float32)
+
+
 @functools.cache
 def _norm_cases():
     """(name, rnn, variables, xs, reference norms): short sequences, so that no norm is
-    vanishingly small. Built once: checking a stub and then a solution reuses them."""
-    scaled = jax.nn.initializers.orthogonal(3.0)
+    vanishingly small. Built once per process, from NumPy, with the reference compiled
+    once per case: checking a stub and then a solution reuses them."""
     cells = [
-        ("SimpleCell(4), batch 2, 6 steps, 3 channels", SimpleCell(4), (2, 6, 3)),
-        ("LSTMCell(5), batch 3, 7 steps, 2 channels", LSTMCell(5), (3, 7, 2)),
+        ("SimpleCell(4), batch 2, 6 steps, 3 channels", SimpleCell(4), (2, 6, 3), 1.0),
+        ("LSTMCell(5), batch 3, 7 steps, 2 channels", LSTMCell(5), (3, 7, 2), 1.0),
         (
             "GRUCell(3) with recurrent scale 3, batch 2, 5 steps, 4 channels",
-            GRUCell(3, recurrent_kernel_init=scaled),
+            GRUCell(3),
             (2, 5, 4),
+            3.0,
         ),
     ]
     cases = []
-    for index, (name, cell, shape) in enumerate(cells):
-        key_x, key_init = jax.random.split(jax.random.key(100 + index))
-        xs = jax.random.normal(key_x, shape)
+    for index, (name, cell, shape, scale) in enumerate(cells):
         rnn = RNN(cell)
-        variables = rnn.init(key_init, xs)
+        xs = _inputs(100 + index, shape)
+        variables = _variables(rnn.init, {"recurrent": scale}, 100 + index, xs)
         want = reference_gradient_norms(rnn, variables, xs)
         cases.append((name, rnn, variables, xs, want))
     return tuple(cases)
 
 
-def _jacobian_norms(rnn, variables, xs, output):
-    """Per sequence, the norms over (outputs, channels) of d output(ys) / d x_t:
-    ``(batch, time)`` for ``xs`` shaped ``(batch, time, channels)``."""
+def _last(ys):
+    return ys[-1]
 
+
+def _sum_last(ys):
+    return jnp.sum(ys[-1])
+
+
+def _first(ys):
+    return ys[0]
+
+
+def _sum_over_time(ys):
+    return jnp.sum(ys, axis=0)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 3))
+def _jitted_jacobian_norms(rnn, variables, xs, output):
     def one(x):  # (time, channels)
         jacobian = jax.jacrev(lambda x: output(rnn.apply(variables, x)))(x)
         jacobian = jacobian.reshape(-1, *x.shape)  # (outputs, time, channels)
         return jnp.sqrt(jnp.sum(jacobian**2, axis=(0, 2)))
 
-    return np.asarray(jax.jit(jax.vmap(one))(xs))
+    return jax.vmap(one)(xs)
+
+
+def _jacobian_norms(rnn, variables, xs, output):
+    """Per sequence, the norms over (outputs, channels) of d output(ys) / d x_t:
+    ``(batch, time)`` for ``xs`` shaped ``(batch, time, channels)``; ``output`` is a
+    module-level function, so that each one is compiled once per case's shapes."""
+    return np.asarray(_jitted_jacobian_norms(rnn, variables, xs, output))
 
 
 def reference_gradient_norms(rnn, variables, xs):
     """The reference: ``|| d h_T / d x_t ||`` (Frobenius) per sequence and step,
     ``(batch, time)``."""
-    return _jacobian_norms(rnn, variables, xs, lambda ys: ys[-1])
+    return _jacobian_norms(rnn, variables, xs, _last)
+
+
+def _compiled_first(fn, static_argnums):
+    """``fn`` under ``jax.jit`` (one compiled program per case instead of one per
+    operation); when tracing fails (an attempt that calls NumPy on its arrays, or returns
+    something that is not an array), ``fn`` itself, so the reader sees what it does."""
+    jitted = jax.jit(fn, static_argnums=static_argnums)
+
+    def run(*args):
+        try:
+            return jitted(*args)
+        except Exception:
+            return fn(*args)
+
+    return run
 
 
 def _close(got, want) -> bool:
@@ -89,9 +155,9 @@ def _diagnose_norms(got, rnn, variables, xs, want) -> str:
     if _close(got, want**2):
         return "these are the squared norms; take the square root (the Frobenius norm)"
     wrong_outputs = [
-        ("sum(h_T)", lambda ys: jnp.sum(ys[-1])),
-        ("the first output ys[0] (h_1), not the last", lambda ys: ys[0]),
-        ("the sum of all outputs over time", lambda ys: jnp.sum(ys, axis=0)),
+        ("sum(h_T)", _sum_last),
+        ("the first output ys[0] (h_1), not the last", _first),
+        ("the sum of all outputs over time", _sum_over_time),
     ]
     for what, output in wrong_outputs:
         if _close(got, _jacobian_norms(rnn, variables, xs, output)):
@@ -121,7 +187,7 @@ def _shape_hint(shape, batch, steps, channels) -> str:
 def check_gradient_norms(fn: Callable[..., Any]) -> Feedback:
     """Checks ``fn(rnn, variables, xs) -> (batch, time)`` against the reference."""
     cases = [(name, (rnn, variables, xs), want) for name, rnn, variables, xs, want in _norm_cases()]
-    return run_cases("check_gradient_norms", fn, cases, _judge_norms)
+    return run_cases("check_gradient_norms", _compiled_first(fn, 0), cases, _judge_norms)
 
 
 def _judge_norms(got, rnn, variables, xs, want) -> str | None:
@@ -140,21 +206,21 @@ def _judge_norms(got, rnn, variables, xs, want) -> str | None:
 @functools.cache
 def _checkpoint_cases():
     """(name, cell, variables, xs, reference outputs, reference gradient), with xs
-    time-major, (time, batch, channels). Built once, like ``_norm_cases``."""
+    time-major, (time, batch, channels). Built once, like ``_norm_cases``: one compiled
+    program per case gives the reference's outputs and gradient together."""
     cells = [
         ("SimpleCell(4), 5 steps, batch 2, 3 channels", SimpleCell(4), (5, 2, 3)),
         ("LSTMCell(3), 6 steps, batch 3, 2 channels", LSTMCell(3), (6, 3, 2)),
     ]
     cases = []
     for index, (name, cell, shape) in enumerate(cells):
-        key_x, key_init = jax.random.split(jax.random.key(200 + index))
-        xs = jax.random.normal(key_x, shape)
-        carry = cell.initialize_carry(jax.random.key(0), shape[1:])
-        variables = cell.init(key_init, carry, xs[0])
-        outputs = jax.jit(functools.partial(_reference_outputs, cell))(variables, xs)
-        grads = jax.jit(jax.grad(_loss, argnums=2), static_argnums=(0, 1))(
-            _reference_outputs, cell, variables, xs
-        )
+        xs = _inputs(200 + index, shape)
+
+        def init(key, x, cell=cell):
+            return cell.init(key, cell.initialize_carry(key, x.shape), x)
+
+        variables = _variables(init, {"recurrent": 1.0}, 200 + index, xs[0])
+        outputs, grads = _outputs_and_grad(_reference_outputs, cell, variables, xs)
         cases.append((name, cell, variables, xs, outputs, grads))
     return tuple(cases)
 
@@ -162,6 +228,19 @@ def _checkpoint_cases():
 def _loss(run, cell, variables, xs):
     """What the checker differentiates: the sum of squares of every output."""
     return jnp.sum(run(cell, variables, xs) ** 2)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _outputs_and_grad(run, cell, variables, xs):
+    """``run(cell, variables, xs)`` and the gradient of ``_loss`` with respect to the
+    variables, from one compiled program."""
+
+    def loss(variables):
+        ys = run(cell, variables, xs)
+        return jnp.sum(ys**2), ys
+
+    (_, ys), grads = jax.value_and_grad(loss, has_aux=True)(variables)
+    return ys, grads
 
 
 def _reference_outputs(cell, variables, xs):
@@ -211,18 +290,26 @@ def check_checkpointed_rnn(fn: Callable[..., Any]) -> Feedback:
     """Checks ``fn(cell, variables, xs)``: RNN's outputs and gradients, and a step that the
     backward pass recomputes (``jax.checkpoint`` around the step, not around the scan)."""
 
+    def run(cell, variables, xs):
+        """The outputs and gradient of the attempt, compiled together; when that fails,
+        the outputs alone, run as they are, so that the judge names what is wrong."""
+        try:
+            return _outputs_and_grad(fn, cell, variables, xs)
+        except Exception:
+            return fn(cell, variables, xs), None
+
     def judge(got, cell, variables, xs, want, want_grads) -> str | None:
+        got, grads = got
         problem = compare("the outputs", got, want)
         if problem:
             hint = ""
             if np.shape(got) == np.shape(want)[:1] + np.shape(want)[2:]:
                 hint = " (return every step's output, not only the last carry)"
             return f"{problem}{hint}"
-
-        grad = jax.jit(jax.grad(_loss, argnums=2), static_argnums=(0, 1))
-        grads, error = attempt(grad, fn, cell, variables, xs)
-        if error:
-            return f"its gradient: {error}"
+        if grads is None:  # the outputs are right, but differentiating them failed
+            grad = jax.grad(_loss, argnums=2)
+            _, error = attempt(grad, fn, cell, variables, xs)
+            return f"its gradient: {error or 'could not be compiled with jax.jit'}"
         problem = compare("the gradient", grads, want_grads)
         if problem:
             return problem
@@ -247,4 +334,4 @@ def check_checkpointed_rnn(fn: Callable[..., Any]) -> Feedback:
         (name, (cell, variables, xs), want, want_grads)
         for name, cell, variables, xs, want, want_grads in _checkpoint_cases()
     ]
-    return run_cases("check_checkpointed_rnn", fn, cases, judge)
+    return run_cases("check_checkpointed_rnn", run, cases, judge)
