@@ -65,6 +65,7 @@ def recurrent_mask(key, batch, steps, features, rate):
 def test_the_recurrent_mask_solution_passes():
     feedback = check_recurrent_mask(recurrent_mask)
     assert feedback, str(feedback)
+    assert "✔ check_recurrent_mask: all 2 cases" in str(feedback)
 
 
 def test_a_new_mask_every_step_is_named():
@@ -92,6 +93,24 @@ def test_rate_used_as_the_keep_probability_is_named():
     text = str(check_recurrent_mask(keep_rate))
     assert "of the units are kept; expected about 80%" in text
     assert "you keep a unit with probability rate" in text
+
+
+def test_a_rate_written_into_the_code_is_named():
+    def always_80(key, batch, steps, features, rate):
+        mask = jax.random.bernoulli(key, 0.8, (batch, features))
+        return jnp.broadcast_to(mask, (steps, batch, features))
+
+    text = str(check_recurrent_mask(always_80))
+    assert "rate 0.5': 80% of the units are kept; expected about 50%" in text
+
+
+def test_batch_and_steps_swapped_is_named_by_the_shape():
+    def batch_first(key, batch, steps, features, rate):
+        mask = jax.random.bernoulli(key, 1.0 - rate, (batch, 1, features))
+        return jnp.broadcast_to(mask, (batch, steps, features))
+
+    text = str(check_recurrent_mask(batch_first))
+    assert "the mask has shape (2000, 3, 16); expected (3, 2000, 16)" in text
 
 
 def test_a_scaled_float_mask_is_named_by_its_dtype():
