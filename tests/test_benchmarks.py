@@ -95,8 +95,8 @@ def test_a_contender_missing_for_some_cells_reads_n_a_there():
     text = markdown(_report(results))
     assert "| a | GRUCell | 2000.0 | 0.50 | 1.50 | n/a | 0.50 |" in text
     assert "| b | ConvLSTMCell | 2000.0 | 2.00 | n/a | n/a | 2.00 |" in text
-    worst, geo, vs_scan, first = targets(results)
-    assert worst[1:] == (2.0, 1.0, False)
+    worst, forward, geo, vs_scan, first = targets(results)
+    assert worst[1:] == forward[1:] == (2.0, 1.0, False)
     assert geo[1] == pytest.approx(1.0) and geo[3] is False
     assert vs_scan[1:] == (None, 1.10, None)  # no lax.scan in this run
     assert first[3] is False
@@ -131,6 +131,8 @@ def test_the_noise_floor_is_the_range_of_flax_linen_against_itself():
     assert "from 0.90 to 1.10 in training and from 0.90 to 1.10 forward" in text
     # The same-program column stands next to the others in the ratio table.
     assert "| a | LSTMCell | 2000.0 | 0.50 | 0.90 | n/a | 0.50 |" in text
+    # rnnlib at 0.50 of linen everywhere: every target met, a limit's top at least 1.0
+    assert all(met for *_, met in targets(results)[:2])
     without = {"a": {"LSTMCell": {m: {"flax.linen": _entry(2.0)} for m in ("forward", "train")}}}
     assert noise_floor(without, "train") is None
     assert "Noise floor" not in markdown(_report(without))
@@ -220,3 +222,28 @@ def test_compare_command_rejects_a_cell_the_configuration_does_not_run(capsys):
     assert error.value.code == 2
     message = capsys.readouterr().err
     assert "runs the cells ('ConvLSTMCell',)" in message and "got 'LSTMCell'" in message
+
+
+@pytest.mark.parametrize("rnnlib_s, met", [(2.1, True), (2.3, False)])
+def test_a_ratio_inside_the_noise_floor_counts_as_level(rnnlib_s, met):
+    """flax.linen against itself reads 0.95-1.10 in this run: rnnlib at 1.05 of linen is
+    level, at 1.15 it is slower."""
+
+    def modes(t_again, t_rnnlib):
+        entry = {
+            "flax.linen": _entry(2.0),
+            "rnnlib": _entry(t_rnnlib),
+            "flax.linen:again": _entry(t_again),
+        }
+        return {"forward": entry, "train": entry}
+
+    results = {"a": {"LSTMCell": modes(1.9, 1.0)}, "b": {"GRUCell": modes(2.2, rnnlib_s)}}
+    worst, forward, _, _, first = targets(results)
+    assert worst[2] == forward[2] == first[2] == pytest.approx(1.1)
+    assert worst[3] is forward[3] is first[3] is met
+    text = markdown(_report(results))
+    verdict = "yes" if met else "**no**"
+    assert (
+        f"| worst rnnlib / flax.linen, forward + backward | {rnnlib_s / 2:.2f} | 1.10 | {verdict} |"
+        in text
+    )
