@@ -2,6 +2,7 @@
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from rnnlib.exercises.gradients_through_time import (
@@ -38,7 +39,14 @@ def checkpointed_solution(cell, variables, xs):
 def test_gradient_norms_solution_passes():
     feedback = check_gradient_norms(norms_solution)
     assert feedback, str(feedback)
-    assert str(feedback).startswith("✔ check_gradient_norms: all 3 cases")
+    assert str(feedback).startswith("✔ check_gradient_norms: all 2 cases")
+
+
+def test_gradient_norms_judges_an_attempt_that_jit_cannot_trace():
+    # The checker compiles the attempt; one that converts its arrays with NumPy cannot be
+    # traced, and is run as it is instead.
+    feedback = check_gradient_norms(lambda rnn, v, xs: np.asarray(norms_solution(rnn, v, xs)))
+    assert feedback, str(feedback)
 
 
 @pytest.mark.parametrize(
@@ -64,6 +72,16 @@ def test_gradient_norms_names_the_mistake(wrong, message):
     feedback = check_gradient_norms(wrong)
     assert not feedback
     assert message in str(feedback), str(feedback)
+
+
+def test_checkpointed_rnn_untraceable_attempt_is_told_about_its_gradient():
+    # Right outputs, run as they are when jit cannot trace them; the gradient cannot be
+    # taken through NumPy, and the checker says so instead of crashing.
+    feedback = check_checkpointed_rnn(
+        lambda cell, v, xs: np.asarray(checkpointed_solution(cell, v, xs))
+    )
+    assert not feedback
+    assert "its gradient: calling it raised" in str(feedback), str(feedback)
 
 
 def test_checkpointed_rnn_solution_passes():

@@ -66,8 +66,7 @@ def _norm_cases():
     """(name, rnn, variables, xs, reference norms): short sequences, so that no norm is
     vanishingly small. Built once per process, from NumPy, with the reference compiled
     once per case: checking a stub and then a solution reuses them."""
-    cells = [
-        ("SimpleCell(4), batch 2, 6 steps, 3 channels", SimpleCell(4), (2, 6, 3), 1.0),
+    cells = [  # a gated carry that is a tuple, and norms that grow with distance
         ("LSTMCell(5), batch 3, 7 steps, 2 channels", LSTMCell(5), (3, 7, 2), 1.0),
         (
             "GRUCell(3) with recurrent scale 3, batch 2, 5 steps, 4 channels",
