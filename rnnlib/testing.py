@@ -71,6 +71,8 @@ from rnnlib.module import describe, flax_family
 
 SLACK = 4.0
 
+#: The parts of the contract, in the order ``check_cell_contract`` checks them; a
+#: ``CellContractError`` names the part that broke with one of these.
 PARTS = (
     "num_feature_axes",
     "initialize_carry",
