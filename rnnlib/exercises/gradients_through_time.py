@@ -224,21 +224,23 @@ def _checkpoint_cases():
     return tuple(cases)
 
 
+def _loss_and_outputs(run, cell, variables, xs):
+    """What the checker differentiates, the sum of squares of every output, and the
+    outputs."""
+    ys = run(cell, variables, xs)
+    return jnp.sum(ys**2), ys
+
+
 def _loss(run, cell, variables, xs):
-    """What the checker differentiates: the sum of squares of every output."""
-    return jnp.sum(run(cell, variables, xs) ** 2)
+    return _loss_and_outputs(run, cell, variables, xs)[0]
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
 def _outputs_and_grad(run, cell, variables, xs):
     """``run(cell, variables, xs)`` and the gradient of ``_loss`` with respect to the
     variables, from one compiled program."""
-
-    def loss(variables):
-        ys = run(cell, variables, xs)
-        return jnp.sum(ys**2), ys
-
-    (_, ys), grads = jax.value_and_grad(loss, has_aux=True)(variables)
+    grad = jax.value_and_grad(_loss_and_outputs, argnums=2, has_aux=True)
+    (_, ys), grads = grad(run, cell, variables, xs)
     return ys, grads
 
 
