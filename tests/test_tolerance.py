@@ -123,3 +123,28 @@ def test_contributing_lists_every_arithmetic_setting_that_tests_arithmetic_runs(
         if "assert_close(" in path.read_text() or "assert_matches_flax(" in path.read_text()
     }
     assert users <= set(COMPARISON_TESTS), users - set(COMPARISON_TESTS)
+
+
+def test_make_test_under_a_setting_runs_every_target_and_spares_the_lowest_jaxlib_its_isa_cap(
+    monkeypatch,
+):
+    """The lowest jaxlib stops on --xla_cpu_max_isa; the other targets must still get it."""
+    from tests import arithmetic
+
+    calls = []
+
+    def fake_run(command, env):
+        calls.append((command[-1], env["XLA_FLAGS"]))
+        return arithmetic.subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(arithmetic.subprocess, "run", fake_run)
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    assert arithmetic.main(["avx", "fast-math", "--make-test"]) == 0
+    assert calls == [
+        ("test-pinned", "--xla_cpu_max_isa=AVX"),
+        ("test-lowest", ""),
+        ("test-floor", "--xla_cpu_max_isa=AVX"),
+        ("test-pinned", "--xla_cpu_enable_fast_math=true"),
+        ("test-lowest", "--xla_cpu_enable_fast_math=true"),
+        ("test-floor", "--xla_cpu_enable_fast_math=true"),
+    ]
