@@ -26,10 +26,15 @@ CONV_CELLS = ("ConvLSTMCell",)
 # for any other ratio near 1.0.
 AGAIN = "flax.linen:again"
 NAMES = ("rnnlib", "flax.linen", "flax.nnx", "lax.scan", AGAIN)
+# flax.linen's other LSTM, OptimizedLSTMCell, for the LSTMCell rows (it takes LSTMCell's
+# parameters as they are), and its own A/A copy. The sweep (benchmarks/sweep.py) times
+# both linen LSTMs and compares rnnlib's LSTMCell with the faster one. Not run unless asked.
+OPTIMIZED = "flax.linen:OptimizedLSTMCell"
+OPTIMIZED_AGAIN = "flax.linen:OptimizedLSTMCell:again"
 # rnnlib with its input projection forced before the loop or into it (``RNN.hoist_inputs``);
 # plain "rnnlib" lets the backend decide. Not run unless asked for (``--contenders``).
 RNNLIB_HOISTING = {"rnnlib": None, "rnnlib:hoisted": True, "rnnlib:in-loop": False}
-ALL_NAMES = NAMES + ("rnnlib:hoisted", "rnnlib:in-loop")
+ALL_NAMES = NAMES + ("rnnlib:hoisted", "rnnlib:in-loop", OPTIMIZED, OPTIMIZED_AGAIN)
 
 
 @dataclasses.dataclass
@@ -75,6 +80,14 @@ def build(name: str, cell_name: str, config: dict, x, linen_variables=None) -> C
 
     elif name in ("flax.linen", AGAIN):
         rnn = nn.RNN(getattr(nn, cell_name)(**kwargs))
+
+        def apply(p, x):
+            return rnn.apply({"params": p}, x)
+
+    elif name in (OPTIMIZED, OPTIMIZED_AGAIN):
+        if cell_name != "LSTMCell":
+            return None
+        rnn = nn.RNN(nn.OptimizedLSTMCell(**kwargs))
 
         def apply(p, x):
             return rnn.apply({"params": p}, x)

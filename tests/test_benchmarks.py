@@ -7,7 +7,14 @@ import numpy as np
 import pytest
 
 from benchmarks import programs, run
-from benchmarks.contenders import CONV_CELLS, DENSE_CELLS, build, inputs_for
+from benchmarks.contenders import (
+    CONV_CELLS,
+    DENSE_CELLS,
+    OPTIMIZED,
+    OPTIMIZED_AGAIN,
+    build,
+    inputs_for,
+)
 from benchmarks.run import markdown, noise_floor, targets
 from tests.tolerance import assert_close
 
@@ -247,3 +254,24 @@ def test_a_ratio_inside_the_noise_floor_counts_as_level(rnnlib_s, met):
         f"| worst rnnlib / flax.linen, forward + backward | {rnnlib_s / 2:.2f} | 1.10 | {verdict} |"
         in text
     )
+
+
+def test_linens_optimized_lstm_contender_takes_lstmcells_variables_and_agrees():
+    # The sweep compares rnnlib's LSTMCell with the faster of linen's two LSTMs; both
+    # linen programs run on the one set of LSTMCell variables.
+    x = inputs_for(SMALL, jax.random.key(1))
+    reference = build("flax.linen", "LSTMCell", SMALL, x)
+    for name in (OPTIMIZED, OPTIMIZED_AGAIN):
+        other = build(name, "LSTMCell", SMALL, x, {"params": reference.params})
+        assert_close(
+            other.forward(other.params, x),
+            reference.forward(reference.params, x),
+            terms=_terms(SMALL, x),
+        )
+        assert_close(
+            other.train(other.params, x),
+            reference.train(reference.params, x),
+            terms=_terms(SMALL, x, gradient=True),
+        )
+    # It stands for linen's LSTMCell only: for any other cell there is no such contender.
+    assert build(OPTIMIZED, "GRUCell", SMALL, x) is None
