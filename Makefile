@@ -115,5 +115,9 @@ notebooks: env
 bench: env
 	$(PY) -m benchmarks.run
 
+# Issue 24's sweep over batch x width (benchmarks/README.md): about 80-90 minutes on 2 cores.
+bench-sweep: env
+	$(PY) -m benchmarks.sweep
+
 clean:
 	rm -rf _build $(CACHE) $(VENV) $(LOWEST) $(FLAX06) $(FLOOR)

@@ -273,3 +273,31 @@ def test_the_sweep_command_rejects_too_few_runs_or_first_calls(argv, message, ca
         sweep.main(argv)
     assert error.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_make_bench_report_gives_samples_per_sweep_cell_and_mode():
+    def modes(t, first=True):
+        entry = {"flax.linen": _entry(t, 5 * t), "rnnlib": _entry(t / 2)}
+        if not first:
+            for e in entry.values():
+                e["first_call_s"] = None
+        return {"forward": entry, "train": entry}
+
+    bench = {
+        "configs": {"a": dict(B=8, T=100, I=4, H=4), "b": dict(B=2, T=3, I=2, H=2)},
+        "results": {
+            "a": {"OptimizedLSTMCell": modes(0.1), "GRUCell": modes(0.2)},
+            "b": {"LSTMCell": modes(0.3, first=False)},  # --quick: no first calls
+        },
+    }
+    samples = sweep.samples_from_bench(bench)
+    assert sorted((s.cell, s.mode) for s in samples) == [
+        ("GRU", "forward"),
+        ("GRU", "train"),
+        ("LSTM", "forward"),
+        ("LSTM", "train"),
+    ]
+    lstm = next(s for s in samples if s.cell == "LSTM")
+    # linen's running time; the compilation is the longest first call less its median
+    assert lstm.run_s == 0.1 and lstm.compile_s == pytest.approx(0.4)
+    assert lstm.config["T"] == 100
