@@ -21,7 +21,7 @@ UV := uv==0.13.9
 install = $(1)/bin/python -m pip install --quiet $(UV) && \
 	$(1)/bin/python -m uv pip install --quiet --compile-bytecode --python $(1)/bin/python $(2)
 
-.PHONY: env book lab test test-pinned test-lowest test-floor test-arithmetic notebooks bench clean
+.PHONY: env book lab test test-pinned test-lowest test-floor test-arithmetic notebooks bench bench-sweep clean
 
 env: $(VENV)/.stamp
 $(VENV)/.stamp: requirements.txt pyproject.toml
