@@ -406,6 +406,17 @@ def plot(report: dict, path: Path) -> None:
     plt.close(fig)
 
 
+def chosen_settings(parser, args, quick: dict, full: dict) -> dict:
+    """The run's settings: ``quick`` or ``full``, with ``--runs`` and ``--first-calls``
+    where given; too few runs for a median is a usage error."""
+    settings = dict(quick if args.quick else full)
+    given = {"runs": args.runs, "first_calls": args.first_calls}
+    settings.update({key: value for key, value in given.items() if value is not None})
+    if settings["runs"] < 5:
+        parser.error(f"--runs must be at least 5 for a meaningful median; got {settings['runs']}")
+    return settings
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -437,11 +448,7 @@ def main(argv=None) -> int:
         "rnnlib:hoisted and rnnlib:in-loop force RNN(hoist_inputs=True/False)",
     )
     args = parser.parse_args(argv)
-    settings = dict(QUICK_SETTINGS if args.quick else FULL_SETTINGS)
-    given = {"runs": args.runs, "first_calls": args.first_calls}
-    settings.update({key: value for key, value in given.items() if value is not None})
-    if settings["runs"] < 5:
-        parser.error(f"--runs must be at least 5 for a meaningful median; got {settings['runs']}")
+    settings = chosen_settings(parser, args, QUICK_SETTINGS, FULL_SETTINGS)
     if settings["first_calls"] < 0:
         parser.error(f"--first-calls must be 0 (not timed) or more; got {settings['first_calls']}")
 

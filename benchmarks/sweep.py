@@ -38,7 +38,7 @@ from pathlib import Path
 import jax
 
 from benchmarks.contenders import AGAIN, OPTIMIZED, OPTIMIZED_AGAIN
-from benchmarks.run import MAX_ROUNDS, MODES, _geomean, measure
+from benchmarks.run import MAX_ROUNDS, MODES, _geomean, chosen_settings, measure
 
 
 @dataclasses.dataclass(frozen=True)
@@ -591,11 +591,7 @@ def main(argv=None) -> int:
         "benchmarks.run with first calls (make bench) or of a sweep, and print it",
     )
     args = parser.parse_args(argv)
-    settings = dict(QUICK_SETTINGS if args.quick else FULL_SETTINGS)
-    given = {"runs": args.runs, "first_calls": args.first_calls}
-    settings.update({key: value for key, value in given.items() if value is not None})
-    if settings["runs"] < 5:
-        parser.error(f"--runs must be at least 5 for a meaningful median; got {settings['runs']}")
+    settings = chosen_settings(parser, args, QUICK_SETTINGS, FULL_SETTINGS)
     if settings["first_calls"] < 1:
         parser.error(
             f"--first-calls must be at least 1 (issue 24 checks first calls); "

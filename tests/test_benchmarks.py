@@ -32,6 +32,20 @@ def _terms(config, x, *, gradient=False):
     return terms + (x[..., 0].size if gradient else 0)
 
 
+def _assert_agrees(other, reference, config, x):
+    """Two contenders give the same outputs and the same gradients, by the tolerance rule."""
+    assert_close(
+        other.forward(other.params, x),
+        reference.forward(reference.params, x),
+        terms=_terms(config, x),
+    )
+    assert_close(
+        other.train(other.params, x),
+        reference.train(reference.params, x),
+        terms=_terms(config, x, gradient=True),
+    )
+
+
 @pytest.mark.parametrize(
     "cell, config", [(c, SMALL) for c in DENSE_CELLS] + [(c, SMALL_CONV) for c in CONV_CELLS]
 )
@@ -40,16 +54,7 @@ def test_contenders_sharing_linen_variables_agree_on_outputs_and_gradients(cell,
     reference = build("flax.linen", cell, config, x)
     for name in ("rnnlib", "lax.scan"):
         other = build(name, cell, config, x)
-        assert_close(
-            other.forward(other.params, x),
-            reference.forward(reference.params, x),
-            terms=_terms(config, x),
-        )
-        assert_close(
-            other.train(other.params, x),
-            reference.train(reference.params, x),
-            terms=_terms(config, x, gradient=True),
-        )
+        _assert_agrees(other, reference, config, x)
 
 
 @pytest.mark.parametrize("cell", DENSE_CELLS)
@@ -263,15 +268,6 @@ def test_linens_optimized_lstm_contender_takes_lstmcells_variables_and_agrees():
     reference = build("flax.linen", "LSTMCell", SMALL, x)
     for name in (OPTIMIZED, OPTIMIZED_AGAIN):
         other = build(name, "LSTMCell", SMALL, x, {"params": reference.params})
-        assert_close(
-            other.forward(other.params, x),
-            reference.forward(reference.params, x),
-            terms=_terms(SMALL, x),
-        )
-        assert_close(
-            other.train(other.params, x),
-            reference.train(reference.params, x),
-            terms=_terms(SMALL, x, gradient=True),
-        )
+        _assert_agrees(other, reference, SMALL, x)
     # It stands for linen's LSTMCell only: for any other cell there is no such contender.
     assert build(OPTIMIZED, "GRUCell", SMALL, x) is None
