@@ -103,17 +103,25 @@ def test_the_reference_path_has_no_custom_rules_and_the_numbers_of_the_fast_one(
     with the default path up to rounding."""
     cell, x, variables, run = _case_run(cell_id)
 
-    def custom_rules():
+    def program():
+        """(custom derivative rules in the forward program, the training step's jaxpr)."""
         jaxpr = jax.make_jaxpr(rnnlib.RNN(cell).apply)(variables, x).jaxpr
-        return sum(eqn.primitive.name == "custom_jvp_call" for eqn, _ in _equations(jaxpr))
+        rules = sum(eqn.primitive.name == "custom_jvp_call" for eqn, _ in _equations(jaxpr))
+        loss = lambda v: _loss(rnnlib.RNN(cell).apply(v, x))  # noqa: E731
+        return rules, str(jax.make_jaxpr(jax.grad(loss))(variables))
 
-    fast = run(hoist=False), custom_rules()
+    fast = run(hoist=False), *program()
     with rnnlib.fast.reference():
-        reference = run(hoist=False), custom_rules()
+        reference = run(hoist=False), *program()
     assert reference[1] == 0
-    # Joins by matmul (LSTM, GRU) and the ConvLSTM's patches rule are CPU rules; the
-    # MGU's per-gate matmuls and the SimpleCell need none.
-    assert (fast[1] > 0) == (ON_CPU and cell_id in ("LSTMCell", "GRUCell", "ConvLSTMCell-2d"))
+    # The ConvLSTM's patches rule is a custom one, on CPU. Three sequences are few enough
+    # for the LSTM and the GRU to join their kernels inside the step on CPU, which needs
+    # no rule but is another program; the MGU computes gate by gate on every backend.
+    assert (fast[1] > 0) == (ON_CPU and cell_id == "ConvLSTMCell-2d")
+    differs = (ON_CPU and cell_id in ("LSTMCell", "GRUCell", "ConvLSTMCell-2d")) or (
+        cell_id.startswith("MGUCell")
+    )
+    assert (fast[2] != reference[2]) == differs
     assert_close(fast[0], reference[0], terms=_rnn_terms(cell, x))
 
 
@@ -301,6 +309,12 @@ def test_a_subclass_with_its_own_create_params_gets_traced_param_shapes():
 ON_CPU = jax.default_backend() == "cpu"
 
 
+def _no_joins():
+    """No cell joins its kernels inside the step, whatever its batch (the tests of the
+    other forms run small batches, which would take that form)."""
+    return mock.patch.dict(rnnlib.fast.JOINED_IN_STEP_ROWS, {"LSTMCell": 0, "GRUCell": 0})
+
+
 @pytest.mark.skipif(not ON_CPU, reason="the per-gate form is chosen on CPU only")
 @pytest.mark.parametrize(
     "cell_id, batch, hoist",
@@ -318,7 +332,7 @@ def test_per_gate_and_fused_lstm_matmuls_give_the_same_outputs_carry_and_gradien
     lengths = random_lengths(1, batch, TIME, minimum=0)
     variables = rnnlib.RNN(cell).init(jax.random.key(0), x)
     fused = _outputs_and_gradients(cell, variables, x, lengths, hoist)
-    with mock.patch.object(rnnlib.fast, "SEPARATE_GATES_MIN_SIZE", 1):
+    with _no_joins(), mock.patch.object(rnnlib.fast, "SEPARATE_GATES_MIN_SIZE", 1):
         assert rnnlib.fast.plan(cell, x.shape[:-2] + x.shape[-1:]).hidden.per_gate == ON_CPU
         per_gate = _outputs_and_gradients(cell, variables, x, lengths, hoist)
     assert_close(per_gate, fused, terms=_rnn_terms(cell, x))
@@ -339,7 +353,7 @@ def test_per_gate_lstm_keeps_dtypes_and_missing_biases(fields, dtype):
     x = random_array(0, (2, TIME, 3), dtype)
     variables = rnnlib.RNN(cell).init(jax.random.key(0), x.real)
     fused = rnnlib.RNN(cell).apply(variables, x)
-    with mock.patch.object(rnnlib.fast, "SEPARATE_GATES_MIN_SIZE", 1):
+    with _no_joins(), mock.patch.object(rnnlib.fast, "SEPARATE_GATES_MIN_SIZE", 1):
         per_gate = rnnlib.RNN(cell).apply(variables, x)
     assert per_gate.dtype == fused.dtype
     # With dtype=bfloat16 the cell rounds in bfloat16: that epsilon counts (None: the result's).
@@ -402,6 +416,66 @@ def _assert_loss_and_gradients_close(rnn, flax_rnn, variables, x):
 
 
 # ---------------------------------------------------------------------------
+# Kernels joined inside the step (rnnlib.fast.plan) for small batches on CPU
+
+
+@pytest.mark.parametrize(
+    "cell_name, below, at",
+    [("LSTMCell", 15, 16), ("GRUCell", 63, 64)],
+)
+def test_small_batches_join_the_kernels_inside_the_step_on_cpu(cell_name, below, at):
+    """Below the cell's JOINED_IN_STEP_ROWS the step joins each side's kernels (and the
+    biases of a side that has any: an LSTM's hidden side, both sides of a GRU), so the
+    loop of the forward pass holds the joins and the backward loop cuts each join's
+    cotangent into its gates; from it on, the joins happen once, before the loop, and
+    their cotangents are cut after it."""
+    rnn = rnnlib.RNN(getattr(rnnlib, cell_name)(features=8))
+
+    def program(batch):
+        """(joins inside the forward loop, before it), and the arrays cut out by split
+        or slice inside the training step's loops."""
+        x = jax.ShapeDtypeStruct((batch, 4, 6), jnp.float32)
+        variables = jax.eval_shape(rnn.init, jax.random.key(0), x)
+        forward = jax.make_jaxpr(rnn.apply)(variables, x).jaxpr
+        loss = lambda v: jnp.sum(rnn.apply(v, jnp.ones(x.shape)))  # noqa: E731
+        train = jax.make_jaxpr(jax.grad(loss))(variables).jaxpr
+        cut = sum(
+            len(eqn.outvars)
+            for eqn, inside in _equations(train)
+            if inside and eqn.primitive.name in ("split", "slice")
+        )
+        return _count(forward, "concatenate"), cut
+
+    assert rnnlib.fast.plan(rnn.cell, (below, 6)).hidden.joined_in_step == ON_CPU
+    assert not rnnlib.fast.plan(rnn.cell, (at, 6)).input.joined_in_step
+    joins = 3 if cell_name == "LSTMCell" else 4
+    (joined, joined_cut), (fused, fused_cut) = program(below), program(at)
+    assert fused == (0, joins)
+    if ON_CPU:
+        assert joined == (joins, 0)
+        assert joined_cut > fused_cut
+    else:
+        assert (joined, joined_cut) == (fused, fused_cut)
+
+
+@pytest.mark.parametrize("cell_id", ["LSTMCell", "GRUCell", "LSTMCell-custom_fns"])
+@pytest.mark.parametrize("hoist", [False, True])
+def test_joined_in_step_and_reference_agree_to_the_second_order(cell_id, hoist):
+    """Kernels joined inside the step (the default for these few sequences on CPU)
+    against the reference path: outputs, carry, gradients, a JVP and a Hessian-vector
+    product, with sequences of different lengths."""
+    _, cell = CELLS_BY_ID[cell_id].twins()
+    x = sequence_input(0, (2, 3), TIME, (3,))
+    lengths = random_lengths(1, (2, 3), TIME, minimum=0)
+    variables = rnnlib.RNN(cell).init(jax.random.key(0), x)
+    assert rnnlib.fast.plan(cell, (2, 3, 3)).hidden.joined_in_step == ON_CPU
+    joined = _derivatives(cell, variables, x, lengths, hoist)
+    with rnnlib.fast.reference():
+        reference = _derivatives(cell, variables, x, lengths, hoist)
+    assert_close(joined, reference, terms=_rnn_terms(cell, x))
+
+
+# ---------------------------------------------------------------------------
 # Kernel gradients taken gate by gate (rnnlib.fast.plan) from 2**14 on CPU
 
 
@@ -450,7 +524,7 @@ def test_per_gate_and_fused_gradients_agree_to_the_second_order(cell_id, hoist):
     variables = rnnlib.RNN(cell).init(jax.random.key(0), x)
     with rnnlib.fast.reference():
         fused = _derivatives(cell, variables, x, lengths, hoist)
-    with mock.patch.object(rnnlib.fast, "PER_GATE_GRADIENT_MIN_SIZE", 1):
+    with _no_joins(), mock.patch.object(rnnlib.fast, "PER_GATE_GRADIENT_MIN_SIZE", 1):
         forms = rnnlib.fast.plan(cell, x.shape[:-2] + x.shape[-1:])
         # An MGU computes each gate by its own matmul on every backend.
         assert forms.hidden.per_gate_gradient == (ON_CPU and cell_id != "MGUCell-no_reset_gate")
@@ -578,9 +652,10 @@ def test_a_small_cells_gradient_leaves_its_fused_arrays_by_matmul_not_by_slices(
         cut = sum(len(e.outvars) for e in eqns if e.primitive.name in ("split", "slice"))
         return sum(e.primitive.name == "dot_general" for e in eqns), cut
 
-    joined, cut = after_the_loop()
-    with mock.patch.object(rnnlib.fast, "join_by_matmul", return_value=False):
-        plain, plain_cut = after_the_loop()
+    with _no_joins():  # batch 8 would join the kernels inside the step instead
+        joined, cut = after_the_loop()
+        with mock.patch.object(rnnlib.fast, "join_by_matmul", return_value=False):
+            plain, plain_cut = after_the_loop()
     # One matmul instead of a cut for every kernel and bias (jax < 0.4.36 cuts by slice;
     # newer jax's split also cuts out the zero biases padded in for a GRU's or MGU's
     # other gates, which need no matmul).
