@@ -84,10 +84,11 @@ DENSE = ("LSTM", "GRU")
 LINEN = {"flax.linen": AGAIN, OPTIMIZED: OPTIMIZED_AGAIN}
 LINEN_LETTER = {"flax.linen": "L", OPTIMIZED: "O"}
 
-# Sized so the full sweep fits about 90 minutes on an idle 2-core CPU machine (README):
-# 5 rounds as in --quick of benchmarks.run, 3 first calls (a median of 3 moves by about
-# 10% between runs; the A/A copies show by how much at each point), no memory analysis
-# (a compilation per contender), and short calls timed until 0.5 s instead of 1 s.
+# Sized so the full sweep fits in about an hour on an idle 2-core CPU machine (it took
+# 39 minutes there; README): 5 rounds as in --quick of benchmarks.run, 3 first calls (a
+# median of 3 moves by about 10% between runs; the A/A copies show by how much at each
+# point), no memory analysis (a compilation per contender), and short calls timed until
+# 0.5 s instead of 1 s.
 FULL_SETTINGS = dict(runs=5, first_calls=3, min_timed_s=0.5, memory=False)
 QUICK_SETTINGS = dict(runs=5, first_calls=1, min_timed_s=0.2, memory=False)
 GEOMEAN_LIMIT = 0.85

@@ -123,8 +123,9 @@ SEPARATE_GATES_MIN_SIZE = 2**17
 # features (of one gate) reaches this (plan says why).
 PER_GATE_GRADIENT_MIN_SIZE = 2**14
 # On CPU, a cell joins its gate kernels inside the step while one step has fewer rows
-# than this (plan says why); the rules above apply from there on.
-JOINED_IN_STEP_ROWS = {"LSTMCell": 16, "GRUCell": 64}
+# than this (plan says why): a GRU below 64 rows, an LSTM at any number of rows short
+# of the per-gate form (SEPARATE_GATES_MIN_SIZE). The other rules apply from there on.
+JOINED_IN_STEP_ROWS = {"LSTMCell": math.inf, "GRUCell": 64}
 
 
 def _kind(cell) -> str:
@@ -145,22 +146,26 @@ def plan(cell, input_shape: Sequence[int]) -> Sides:
     (the product of every axis of ``input_shape`` but the last), the same for the input
     side whether it is hoisted before the loop or not, and for the hidden side.
 
-    **Small batches: the kernels joined inside the step.** Below 16 rows for an LSTM
-    and 64 for a GRU (``JOINED_IN_STEP_ROWS``), the rules that follow give way to a
-    simpler form: each side joins its kernels inside the step, as flax.linen's
+    **Kernels joined inside the step: an LSTM below 2**17, a GRU below 64 rows.** In
+    this form each side joins its kernels inside the step, as flax.linen's
     ``OptimizedLSTMCell`` does, and JAX differentiates the join by its own rules. The
     joins do not change from step to step, so they still run once: JAX's scan moves
     them before the loop of a training step, and a forward pass measured as fast as the
-    fused form (0.93-1.04 of its time). The values are the fused form's; what changes
-    is the backward loop, which accumulates each gate's kernel gradient on its own
-    instead of one fused gradient cut after the loop. Measured in training (T = 64,
-    input width H / 2, medians of 7 alternating rounds, this form's time over the
-    rules'): an LSTM at batch 8 took 0.79-0.83 of the time at 64 and 256 features over
-    four runs (0.87 at 512), while from batch 16 the two were level within this
-    machine's noise (0.90-1.12 at batch 16-256); a GRU took 0.62-0.98 at batch 8-32
-    (0.62 at batch 16 and 128 features) and was level from batch 64 (0.85-1.05). First
-    calls (trace, compile, run) took as long or less: 0.67-0.83 s against 0.70-0.91 s
-    for the LSTM at batch 8.
+    fused form. The values are the fused form's; what changes is the backward loop,
+    which accumulates each gate's kernel gradient on its own instead of one fused
+    gradient cut after the loop. An LSTM takes it wherever it does not run per gate
+    (``JOINED_IN_STEP_ROWS``: no limit on rows), a GRU below 64 rows; the GRU's
+    per-gate gradients below apply from there.
+
+    Measured in training (T = 64). A micro-benchmark (input width H / 2, medians of 7
+    alternating rounds, this form's time over the rules below): an LSTM at batch 8 took
+    0.79-0.83 of the time at 64 and 256 features over four runs (0.87 at 512); a GRU
+    took 0.62-0.98 at batch 8-32 and was level from batch 64 (0.85-1.05); the forward
+    pass took 0.93-1.04. The sweep of ``benchmarks/sweep.py`` then measured the LSTM
+    from batch 16 up, with the rules below, at 1.04-1.36 of flax.linen's
+    ``OptimizedLSTMCell`` at 12 of its points (the program this form reproduces); with
+    this form the same 12 points read 0.90-1.28, a geometric mean of 0.99 against 1.13,
+    11 of them lower (the forward pass 0.99 against 0.99).
 
     **LSTM, per gate from 2**17.** Per gate means four ``(rows, in) @ (in, features)``
     matmuls instead of one ``(rows, in) @ (in, 4 * features)``. On XLA's CPU backend, in
@@ -184,10 +189,10 @@ def plan(cell, input_shape: Sequence[int]) -> Sides:
     cost more than they save: a GRU trained about 1% slower at ``2**13``, 5-23% slower
     at ``2**12`` and about 30% slower at batch 8 and 32 features. So: on CPU, from
     ``rows * features >= 2**14`` (``PER_GATE_GRADIENT_MIN_SIZE``), on both sides of a
-    GRU and on the hidden side of an LSTM. An LSTM's input side stays fused: per gate,
-    it cost an LSTM with batch 64 and 256 features 3-4% of its training time, against
-    0.5% for the hidden side, which holds most of the compile-time saving (38 compiled
-    kernels with it alone, 34 with both sides, 46 with neither).
+    GRU with 64 rows or more. (The rule was also measured on an LSTM's hidden side,
+    where the joined form above has since replaced it: with joins switched off, an LSTM
+    still takes it there, its input side fused: per gate, that side cost an LSTM with
+    batch 64 and 256 features 3-4% of its training time.)
 
     **MGU, always per gate.** flax.linen computes each gate with its own ``Dense``. A
     fused matmul of width ``2 * features`` gives the same sums, but XLA:CPU rounds them
@@ -206,16 +211,17 @@ def plan(cell, input_shape: Sequence[int]) -> Sides:
     if not _on_cpu():
         return Sides(FUSED, FUSED)
     rows = math.prod(tuple(input_shape)[:-1])
+    size = rows * cell.features
+    per_gate_gradient = size >= PER_GATE_GRADIENT_MIN_SIZE
+    if kind == "LSTMCell" and size >= SEPARATE_GATES_MIN_SIZE:
+        return Sides(Form(per_gate=True), Form(True, per_gate_gradient))
     if rows < JOINED_IN_STEP_ROWS[kind]:
         side = Form(joined_in_step=True)
         return Sides(side, side)
-    size = rows * cell.features
-    per_gate_gradient = size >= PER_GATE_GRADIENT_MIN_SIZE
     if kind == "GRUCell":
         side = Form(per_gate_gradient=per_gate_gradient)
         return Sides(side, side)
-    per_gate = size >= SEPARATE_GATES_MIN_SIZE
-    return Sides(Form(per_gate=per_gate), Form(per_gate, per_gate_gradient))
+    return Sides(FUSED, Form(per_gate_gradient=per_gate_gradient))
 
 
 # -- one side's layers and gates ----------------------------------------------------------
