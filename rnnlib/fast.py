@@ -115,6 +115,7 @@ class Form(NamedTuple):
 
 
 FUSED = Form()
+JOINED_IN_STEP = Form(joined_in_step=True)
 
 # On CPU, an LSTM computes its gates with one matmul each, instead of one fused matmul,
 # when one step's rows x features reaches this (plan says why).
@@ -122,10 +123,9 @@ SEPARATE_GATES_MIN_SIZE = 2**17
 # On CPU, a fused matmul takes its derivative gate by gate once one step's rows x
 # features (of one gate) reaches this (plan says why).
 PER_GATE_GRADIENT_MIN_SIZE = 2**14
-# On CPU, a cell joins its gate kernels inside the step while one step has fewer rows
-# than this (plan says why): a GRU below 64 rows, an LSTM at any number of rows short
-# of the per-gate form (SEPARATE_GATES_MIN_SIZE). The other rules apply from there on.
-JOINED_IN_STEP_ROWS = {"LSTMCell": math.inf, "GRUCell": 64}
+# On CPU, a GRU joins its gate kernels inside the step while one step has fewer rows
+# than this, and an LSTM wherever it does not run per gate (plan says why).
+GRU_JOINED_IN_STEP_MAX_ROWS = 63
 
 
 def _kind(cell) -> str:
@@ -153,9 +153,9 @@ def plan(cell, input_shape: Sequence[int]) -> Sides:
     them before the loop of a training step, and a forward pass measured as fast as the
     fused form. The values are the fused form's; what changes is the backward loop,
     which accumulates each gate's kernel gradient on its own instead of one fused
-    gradient cut after the loop. An LSTM takes it wherever it does not run per gate
-    (``JOINED_IN_STEP_ROWS``: no limit on rows), a GRU below 64 rows; the GRU's
-    per-gate gradients below apply from there.
+    gradient cut after the loop. An LSTM takes it wherever it does not run per gate,
+    a GRU up to 63 rows (``GRU_JOINED_IN_STEP_MAX_ROWS``); the GRU's per-gate gradients
+    below apply from there.
 
     Measured in training (T = 64). A micro-benchmark (input width H / 2, medians of 7
     alternating rounds, this form's time over the rules below): an LSTM at batch 8 took
@@ -189,10 +189,8 @@ def plan(cell, input_shape: Sequence[int]) -> Sides:
     cost more than they save: a GRU trained about 1% slower at ``2**13``, 5-23% slower
     at ``2**12`` and about 30% slower at batch 8 and 32 features. So: on CPU, from
     ``rows * features >= 2**14`` (``PER_GATE_GRADIENT_MIN_SIZE``), on both sides of a
-    GRU with 64 rows or more. (The rule was also measured on an LSTM's hidden side,
-    where the joined form above has since replaced it: with joins switched off, an LSTM
-    still takes it there, its input side fused: per gate, that side cost an LSTM with
-    batch 64 and 256 features 3-4% of its training time.)
+    GRU with 64 rows or more. (It was also measured on an LSTM's hidden side, where the
+    joined form above has since replaced it.)
 
     **MGU, always per gate.** flax.linen computes each gate with its own ``Dense``. A
     fused matmul of width ``2 * features`` gives the same sums, but XLA:CPU rounds them
@@ -212,16 +210,13 @@ def plan(cell, input_shape: Sequence[int]) -> Sides:
         return Sides(FUSED, FUSED)
     rows = math.prod(tuple(input_shape)[:-1])
     size = rows * cell.features
-    per_gate_gradient = size >= PER_GATE_GRADIENT_MIN_SIZE
-    if kind == "LSTMCell" and size >= SEPARATE_GATES_MIN_SIZE:
-        return Sides(Form(per_gate=True), Form(True, per_gate_gradient))
-    if rows < JOINED_IN_STEP_ROWS[kind]:
-        side = Form(joined_in_step=True)
-        return Sides(side, side)
-    if kind == "GRUCell":
-        side = Form(per_gate_gradient=per_gate_gradient)
-        return Sides(side, side)
-    return Sides(FUSED, Form(per_gate_gradient=per_gate_gradient))
+    if kind == "LSTMCell":
+        side = Form(per_gate=True) if size >= SEPARATE_GATES_MIN_SIZE else JOINED_IN_STEP
+    elif rows <= GRU_JOINED_IN_STEP_MAX_ROWS:
+        side = JOINED_IN_STEP
+    else:
+        side = Form(per_gate_gradient=size >= PER_GATE_GRADIENT_MIN_SIZE)
+    return Sides(side, side)
 
 
 # -- one side's layers and gates ----------------------------------------------------------
@@ -307,15 +302,8 @@ def gates(x, layers: GateLayers, dtype=None) -> Gates:
             tuple(affine(x, w, b, dtype=dtype) for w, b in zip(layers.kernels, layers.biases)), k
         )
     if layers.form.joined_in_step:
-        kernel = jnp.concatenate(layers.kernels, axis=-1)
-        bias = None
-        if any(b is not None for b in layers.biases):
-            bias = jnp.concatenate(
-                [
-                    jnp.zeros(w.shape[-1:], w.dtype) if b is None else b
-                    for w, b in zip(layers.kernels, layers.biases)
-                ]
-            )
+        join = functools.partial(jnp.concatenate, axis=-1)
+        kernel, bias = _joined(layers.kernels, layers.biases, join)
         return Gates(affine(x, kernel, bias, dtype=dtype), k)
     if layers.form.per_gate_gradient:
         value = _per_gate_affine(
@@ -335,17 +323,18 @@ def fused(params: dict, names: Sequence[str]):
     contribute zeros, so a fused bias exists whenever any of them has one. The
     concatenations are ``join_gates``.
     """
-    kernel = join_gates([params[n]["kernel"] for n in names])
-    if not any("bias" in params[n] for n in names):
+    kernels = [params[n]["kernel"] for n in names]
+    return _joined(kernels, [params[n].get("bias") for n in names], join_gates)
+
+
+def _joined(kernels: Sequence, biases: Sequence, join):
+    """``(join(kernels), join(biases))``, a missing bias joined as zeros; the bias is
+    None where no layer has one."""
+    kernel = join(kernels)
+    if all(b is None for b in biases):
         return kernel, None
-    biases = []
-    for n in names:
-        layer = params[n]
-        bias = layer.get("bias")
-        biases.append(
-            jnp.zeros(layer["kernel"].shape[-1:], layer["kernel"].dtype) if bias is None else bias
-        )
-    return kernel, join_gates(biases)
+    zeros = [jnp.zeros(w.shape[-1:], w.dtype) if b is None else b for w, b in zip(kernels, biases)]
+    return kernel, join(zeros)
 
 
 # On CPU, join_gates takes its derivative by matmuls while they cost at most this many

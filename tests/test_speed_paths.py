@@ -310,9 +310,9 @@ ON_CPU = jax.default_backend() == "cpu"
 
 
 def _no_joins():
-    """No cell joins its kernels inside the step, whatever its batch (the tests of the
-    other forms run small batches, which would take that form)."""
-    return mock.patch.dict(rnnlib.fast.JOINED_IN_STEP_ROWS, {"LSTMCell": 0, "GRUCell": 0})
+    """No GRU joins its kernels inside the step, whatever its batch (the tests of the
+    GRU's other forms run small batches, which would take that form)."""
+    return mock.patch.object(rnnlib.fast, "GRU_JOINED_IN_STEP_MAX_ROWS", 0)
 
 
 @pytest.mark.skipif(not ON_CPU, reason="the per-gate form is chosen on CPU only")
@@ -332,7 +332,7 @@ def test_per_gate_and_fused_lstm_matmuls_give_the_same_outputs_carry_and_gradien
     lengths = random_lengths(1, batch, TIME, minimum=0)
     variables = rnnlib.RNN(cell).init(jax.random.key(0), x)
     fused = _outputs_and_gradients(cell, variables, x, lengths, hoist)
-    with _no_joins(), mock.patch.object(rnnlib.fast, "SEPARATE_GATES_MIN_SIZE", 1):
+    with mock.patch.object(rnnlib.fast, "SEPARATE_GATES_MIN_SIZE", 1):
         assert rnnlib.fast.plan(cell, x.shape[:-2] + x.shape[-1:]).hidden.per_gate == ON_CPU
         per_gate = _outputs_and_gradients(cell, variables, x, lengths, hoist)
     assert_close(per_gate, fused, terms=_rnn_terms(cell, x))
@@ -353,7 +353,7 @@ def test_per_gate_lstm_keeps_dtypes_and_missing_biases(fields, dtype):
     x = random_array(0, (2, TIME, 3), dtype)
     variables = rnnlib.RNN(cell).init(jax.random.key(0), x.real)
     fused = rnnlib.RNN(cell).apply(variables, x)
-    with _no_joins(), mock.patch.object(rnnlib.fast, "SEPARATE_GATES_MIN_SIZE", 1):
+    with mock.patch.object(rnnlib.fast, "SEPARATE_GATES_MIN_SIZE", 1):
         per_gate = rnnlib.RNN(cell).apply(variables, x)
     assert per_gate.dtype == fused.dtype
     # With dtype=bfloat16 the cell rounds in bfloat16: that epsilon counts (None: the result's).
@@ -517,7 +517,6 @@ def _derivatives(cell, variables, x, lengths, hoist):
     [
         ("GRUCell", False),
         ("MGUCell-no_reset_gate", True),
-        ("LSTMCell", False),
     ],
 )
 def test_per_gate_and_fused_gradients_agree_to_the_second_order(cell_id, hoist):
@@ -557,16 +556,14 @@ def test_a_per_gate_gradient_cell_matches_flax_in_value_and_gradient(cell_name):
     "cell_name, batch, backward, after",
     [
         # Per step of the backward loop: dh (1) + each kernel's gradient, fused (1 per
-        # side) or per gate (3 per side for a GRU; an LSTM's input side stays fused).
-        # After the loop: the fused biases' gradients, cut into the gates by matmul
-        # (join_gates; the GRU has three input biases and one hidden, the LSTM four
-        # hidden). Where the per-gate rule takes them gate by gate (128) those matmuls
-        # are unused: jax 0.4.30 leaves them in the jaxpr for XLA to remove, newer jax
-        # removes them itself, so that count is not asserted.
+        # side) or per gate (3 per side). After the loop: the fused biases' gradients,
+        # cut into the gates by matmul (join_gates; three input biases and one hidden).
+        # Where the per-gate rule takes them gate by gate (128) those matmuls are
+        # unused: jax 0.4.30 leaves them in the jaxpr for XLA to remove, newer jax
+        # removes them itself, so that count is not asserted. (An LSTM joins its
+        # kernels in the step at these sizes, and never takes this rule.)
         ("GRUCell", 127, 3, 4),
         ("GRUCell", 128, 7, None),
-        ("LSTMCell", 127, 3, 4),
-        ("LSTMCell", 128, 6, None),
     ],
 )
 def test_the_kernel_gradients_are_taken_per_gate_from_two_to_the_14_on_cpu(
@@ -579,10 +576,7 @@ def test_the_kernel_gradients_are_taken_per_gate_from_two_to_the_14_on_cpu(
     def loss(v):
         return jnp.sum(rnn.apply(v, jnp.ones(x.shape)))
 
-    # Joins in the step switched off: a GRU takes none from 64 rows, and an LSTM, which
-    # takes them at these sizes by default, then shows the rule this test is about.
-    with _no_joins():
-        jaxpr = jax.make_jaxpr(jax.grad(loss))(variables).jaxpr
+    jaxpr = jax.make_jaxpr(jax.grad(loss))(variables).jaxpr
     if not ON_CPU:
         backward, after = 3, 0
     inside, outside = _count(jaxpr, "dot_general")
@@ -641,8 +635,9 @@ def test_join_gates_has_the_values_and_derivatives_of_a_concatenation(shape, k, 
 @pytest.mark.skipif(not ON_CPU, reason="joins differentiate by matmul on CPU only")
 @pytest.mark.parametrize(
     "cell_name, matmuls",
-    # (An MGU fuses nothing: rnnlib.fast.plan gives it one matmul per gate.)
-    [("LSTMCell", 4 + 4 + 4), ("GRUCell", 3 + 3 + 3 + 1)],
+    # (An MGU fuses nothing: rnnlib.fast.plan gives it one matmul per gate. An LSTM joins
+    # its kernels in the step, so nothing is cut after the loop.)
+    [("GRUCell", 3 + 3 + 3 + 1)],
 )
 def test_a_small_cells_gradient_leaves_its_fused_arrays_by_matmul_not_by_slices(cell_name, matmuls):
     """Batch 8 and 32 features: the kernels and biases of both sides come out of the
