@@ -34,7 +34,10 @@ OPTIMIZED_AGAIN = "flax.linen:OptimizedLSTMCell:again"
 # rnnlib with its input projection forced before the loop or into it (``RNN.hoist_inputs``);
 # plain "rnnlib" lets the backend decide. Not run unless asked for (``--contenders``).
 RNNLIB_HOISTING = {"rnnlib": None, "rnnlib:hoisted": True, "rnnlib:in-loop": False}
-ALL_NAMES = NAMES + ("rnnlib:hoisted", "rnnlib:in-loop", OPTIMIZED, OPTIMIZED_AGAIN)
+# The LSTM with its kernel gradients taken after the backward loop, two ways
+# (benchmarks/backward.py). Not run unless asked for.
+BACKWARD = ("lax.scan:custom_vjp", "lax.scan:custom_jvp")
+ALL_NAMES = NAMES + ("rnnlib:hoisted", "rnnlib:in-loop", OPTIMIZED, OPTIMIZED_AGAIN) + BACKWARD
 
 
 @dataclasses.dataclass
@@ -96,6 +99,12 @@ def build(name: str, cell_name: str, config: dict, x, linen_variables=None) -> C
         apply = _hand_written(cell_name)
         if apply is None:
             return None
+    elif name in BACKWARD:
+        if cell_name not in ("LSTMCell", "OptimizedLSTMCell"):
+            return None
+        from benchmarks.backward import apply_for
+
+        apply = apply_for(name)
     elif name == "flax.nnx":
         return _nnx(cell_name, config, x)
     else:

@@ -115,9 +115,10 @@ def measure(
     first_calls: int = 5,
     min_timed_s: float = MIN_TIMED_S,
     memory: bool = True,
+    modes=MODES,
 ) -> dict:
     """Every contender's first-call time, temp memory (unless not ``memory``) and timed
-    runs, for both modes."""
+    runs, for each of ``modes`` (both by default)."""
     x = inputs_for(config, jax.random.key(1))
     import flax.linen as nn
 
@@ -128,7 +129,7 @@ def measure(
     )
     contenders = [c for n in names if (c := build(n, cell_name, config, x, linen_variables))]
     result = {}
-    for mode in MODES:
+    for mode in modes:
         fns = {c.name: (getattr(c, mode), c.params) for c in contenders}
         first = _first_calls(fns, x, first_calls)
         entry = {name: {"first_call_s": first[name]} for name in fns}

@@ -6,8 +6,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from benchmarks import programs, run
+from benchmarks import backward, programs, run
 from benchmarks.contenders import (
+    BACKWARD,
     CONV_CELLS,
     DENSE_CELLS,
     OPTIMIZED,
@@ -271,3 +272,29 @@ def test_linens_optimized_lstm_contender_takes_lstmcells_variables_and_agrees():
         _assert_agrees(other, reference, SMALL, x)
     # It stands for linen's LSTMCell only: for any other cell there is no such contender.
     assert build(OPTIMIZED, "GRUCell", SMALL, x) is None
+
+
+@pytest.mark.parametrize("name", BACKWARD)
+def test_the_backward_by_hand_contenders_agree_with_linen(name):
+    # Their kernel gradients are taken after the loop from every step's gate gradients;
+    # the numbers must be JAX's. T = 9 steps, so a step taken in the wrong order shows.
+    config = dict(B=3, T=9, I=3, H=4)
+    x = inputs_for(config, jax.random.key(1))
+    reference = build("flax.linen", "LSTMCell", config, x)
+    other = build(name, "LSTMCell", config, x, {"params": reference.params})
+    _assert_agrees(other, reference, config, x)
+    assert build(name, "GRUCell", config, x) is None
+
+
+def test_only_the_custom_jvp_contender_runs_in_forward_mode():
+    config = dict(B=3, T=9, I=3, H=4)
+    x = inputs_for(config, jax.random.key(1))
+    linen = build("flax.linen", "LSTMCell", config, x)
+    tangent = jax.tree_util.tree_map(jnp.ones_like, linen.params)
+    expected = jax.jvp(lambda p: linen.forward(p, x), (linen.params,), (tangent,))[1]
+    jvp = build(backward.JVP, "LSTMCell", config, x, {"params": linen.params})
+    got = jax.jvp(lambda p: jvp.forward(p, x), (jvp.params,), (tangent,))[1]
+    assert_close(got, expected, terms=_terms(config, x, gradient=True))
+    vjp = build(backward.VJP, "LSTMCell", config, x, {"params": linen.params})
+    with pytest.raises(TypeError, match="custom_vjp"):
+        jax.jvp(lambda p: vjp.forward(p, x), (vjp.params,), (tangent,))
