@@ -114,10 +114,11 @@ def test_the_reference_path_has_no_custom_rules_and_the_numbers_of_the_fast_one(
     with rnnlib.fast.reference():
         reference = run(hoist=False), *program()
     assert reference[1] == 0
-    # The ConvLSTM's patches rule is a custom one, on CPU. Three sequences are few enough
-    # for the LSTM and the GRU to join their kernels inside the step on CPU, which needs
-    # no rule but is another program; the MGU computes gate by gate on every backend.
-    assert (fast[1] > 0) == (ON_CPU and cell_id == "ConvLSTMCell-2d")
+    # On CPU the ConvLSTM's patches rule and the LSTM's whole-sequence rule are custom
+    # ones. Three sequences are few enough for the GRU to join its kernels inside the
+    # step on CPU, which needs no rule but is another program; the MGU computes gate by
+    # gate on every backend.
+    assert (fast[1] > 0) == (ON_CPU and cell_id in ("ConvLSTMCell-2d", "LSTMCell"))
     differs = (ON_CPU and cell_id in ("LSTMCell", "GRUCell", "ConvLSTMCell-2d")) or (
         cell_id.startswith("MGUCell")
     )
@@ -315,6 +316,12 @@ def _no_joins():
     return mock.patch.object(rnnlib.fast, "GRU_JOINED_IN_STEP_MAX_ROWS", 0)
 
 
+def _no_lstm_sequence():
+    """No LSTM runs its sequence with ``lstm_sequence``, so the tests of the forms ``plan``
+    chooses for the LSTM's gates see those forms."""
+    return mock.patch.object(rnnlib.fast, "runs_lstm_sequence", lambda *args: False)
+
+
 @pytest.mark.skipif(not ON_CPU, reason="the per-gate form is chosen on CPU only")
 @pytest.mark.parametrize(
     "cell_id, batch, hoist",
@@ -379,7 +386,8 @@ def test_lstm_matmuls_run_per_gate_from_two_to_the_17_rows_times_features_on_cpu
     rnn = rnnlib.RNN(rnnlib.LSTMCell(features=512), hoist_inputs=hoist)
     x = jax.ShapeDtypeStruct((batch, 64, 16), jnp.float32)
     variables = jax.eval_shape(rnn.init, jax.random.key(0), x)
-    jaxpr = jax.make_jaxpr(rnn.apply)(variables, x).jaxpr
+    with _no_lstm_sequence():
+        jaxpr = jax.make_jaxpr(rnn.apply)(variables, x).jaxpr
     if not ON_CPU:
         inside, outside = (1, 1) if hoist else (2, 0)
     assert _count(jaxpr, "dot_general") == (inside, outside)
@@ -453,7 +461,8 @@ def test_the_kernels_are_joined_inside_the_step_on_cpu(cell_name, below, at, joi
     assert rnnlib.fast.plan(rnn.cell, (below, 6)).hidden.joined_in_step == ON_CPU
     assert not rnnlib.fast.plan(rnn.cell, (at, 6)).input.joined_in_step
     joins = 3 if cell_name == "LSTMCell" else 4
-    (joined, joined_cut), (fused, fused_cut) = program(below), program(at)
+    with _no_lstm_sequence():
+        (joined, joined_cut), (fused, fused_cut) = program(below), program(at)
     if ON_CPU:
         assert fused == (0, joins_at)
     else:
@@ -716,3 +725,121 @@ def test_an_infinite_cotangent_in_one_gate_is_nan_in_the_others_as_documented():
     assert jnp.isnan(grads[1][0]).all()
     _, pullback = jax.vjp(lambda ps: jnp.concatenate(ps, axis=-1), parts)
     assert jnp.isfinite(pullback(cotangent)[0][1]).all()
+
+
+# ---------------------------------------------------------------------------
+# An LSTM's whole sequence with its kernel gradients after the loop (rnnlib.fast.lstm_sequence)
+
+
+def _sequence_derivatives(cell, variables, x, carry, unroll=1):
+    """Outputs and final carry; the gradient of a loss with respect to the variables, the
+    inputs and the initial carry; a JVP in all three; a Hessian-vector product with
+    respect to the variables (reverse over forward). One jitted program, no seq_lengths."""
+    rnn = rnnlib.RNN(cell, return_carry=True, unroll=unroll)
+    direction = jax.tree_util.tree_map(
+        lambda a: jnp.cos(jnp.arange(a.size)).reshape(a.shape), (variables, x, carry)
+    )
+
+    def run(variables, x, carry):
+        return rnn.apply(variables, x, initial_carry=carry)
+
+    def loss(variables, x, carry):
+        return _loss(run(variables, x, carry))
+
+    def forward(variables):
+        return jax.jvp(lambda v: loss(v, x, carry), (variables,), (direction[0],))[1]
+
+    def everything(variables, x, carry):
+        return (
+            run(variables, x, carry),
+            jax.grad(loss, argnums=(0, 1, 2))(variables, x, carry),
+            jax.jvp(run, (variables, x, carry), direction),
+            jax.grad(forward)(variables),
+        )
+
+    return jax.jit(everything)(variables, x, carry)
+
+
+def _takes_lstm_sequence(rnn, variables, x, **kwargs) -> bool:
+    """Whether ``rnn`` runs its sequence with the whole-sequence rule."""
+    spy = mock.patch.object(rnnlib.fast, "lstm_sequence", wraps=rnnlib.fast.lstm_sequence)
+    with spy as rule:
+        jax.make_jaxpr(lambda v, x: rnn.apply(v, x, **kwargs))(variables, x)
+    return rule.called
+
+
+@pytest.mark.parametrize(
+    "cell_name, batch, unroll",
+    [("LSTMCell", (2, 3), 1), ("OptimizedLSTMCell", (5,), 3), ("LSTMCell", (), 2)],
+)
+def test_the_lstm_sequence_rule_and_reference_agree_to_the_second_order(cell_name, batch, unroll):
+    """Outputs, final carry, gradients (variables, inputs, initial carry), a JVP in all
+    three and a Hessian-vector product, from a random initial carry; two batch axes, one,
+    or none."""
+    cell = getattr(rnnlib, cell_name)(features=4)
+    x = sequence_input(0, batch, TIME, (3,))
+    variables = rnnlib.RNN(cell).init(jax.random.key(0), x)
+    carry = tuple(random_array(i, batch + (4,), jnp.float32) for i in (1, 2))
+    assert _takes_lstm_sequence(rnnlib.RNN(cell), variables, x) == ON_CPU
+    fast = _sequence_derivatives(cell, variables, x, carry, unroll)
+    with rnnlib.fast.reference():
+        assert not _takes_lstm_sequence(rnnlib.RNN(cell), variables, x)
+        reference = _sequence_derivatives(cell, variables, x, carry, unroll)
+    assert_close(fast, reference, terms=_rnn_terms(cell, x))
+
+
+@pytest.mark.skipif(not ON_CPU, reason="the whole-sequence rule is taken on CPU only")
+def test_the_lstm_sequence_rule_takes_the_kernel_gradients_after_the_backward_loop():
+    """The forward loop holds two matmuls (inputs and hidden state), the backward loop
+    one (the gates' cotangent back to ``h``); each kernel's gradient is one matmul after
+    it. Differentiated by JAX, the backward loop holds all three."""
+    rnn = rnnlib.RNN(rnnlib.LSTMCell(features=8))
+    x = jax.ShapeDtypeStruct((4, 5, 6), jnp.float32)
+    variables = jax.eval_shape(rnn.init, jax.random.key(0), x)
+
+    def program():
+        loss = lambda v: jnp.sum(rnn.apply(v, jnp.ones(x.shape)))  # noqa: E731
+        return _count(jax.make_jaxpr(jax.grad(loss))(variables).jaxpr, "dot_general")
+
+    assert program() == (2 + 1, 2)
+    with _no_lstm_sequence():
+        assert program() == (2 + 3, 0)
+
+
+@pytest.mark.skipif(not ON_CPU, reason="the whole-sequence rule is taken on CPU only")
+def test_the_lstm_sequence_rule_is_left_where_its_equations_or_loop_differ():
+    """Only rnnlib's own LSTM with its default gate functions and dtype, in float32, with
+    the projection in the loop and no seq_lengths; everything else runs ``step``."""
+    x = sequence_input(0, (3,), TIME, (2,))
+
+    class Subclass(rnnlib.LSTMCell):
+        pass
+
+    def takes(cell, x=x, **kwargs):
+        rnn = rnnlib.RNN(cell, **{k: kwargs.pop(k) for k in ("hoist_inputs",) if k in kwargs})
+        variables = rnnlib.RNN(cell).init(jax.random.key(0), x)
+        return _takes_lstm_sequence(rnn, variables, x, **kwargs)
+
+    assert takes(rnnlib.LSTMCell(features=4))
+    assert takes(rnnlib.LSTMCell(features=4), return_carry=True)
+    assert not takes(rnnlib.LSTMCell(features=4), hoist_inputs=True)
+    assert not takes(
+        rnnlib.LSTMCell(features=4), seq_lengths=jnp.array([1, 2, 3]), return_carry=True
+    )
+    assert not takes(rnnlib.LSTMCell(features=4, gate_fn=jax.nn.hard_sigmoid))
+    assert not takes(rnnlib.LSTMCell(features=4, activation_fn=jax.nn.relu))
+    assert not takes(rnnlib.LSTMCell(features=4, dtype=jnp.bfloat16))
+    assert not takes(rnnlib.LSTMCell(features=4, param_dtype=jnp.bfloat16))
+    assert not takes(rnnlib.LSTMCell(features=4), x=x.astype(jnp.bfloat16))
+    assert not takes(Subclass(features=4))
+    assert not takes(rnnlib.GRUCell(features=4))
+
+
+def test_an_lstm_sequence_matches_flax_in_value_and_gradient():
+    """No patched threshold: 16 sequences of 12 steps, 32 features, against flax.linen's
+    LSTM (the whole-sequence rule on CPU, the fused form elsewhere)."""
+    flax_rnn, rnn = (lib.RNN(lib.LSTMCell(features=32)) for lib in (nn, rnnlib))
+    x = random_array(0, (16, 12, 8), jnp.float32)
+    variables = flax_rnn.init(jax.random.key(0), x)
+    assert _takes_lstm_sequence(rnn, variables, x) == ON_CPU
+    _assert_loss_and_gradients_close(rnn, flax_rnn, variables, x)
