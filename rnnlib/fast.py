@@ -562,10 +562,32 @@ def runs_lstm_sequence(cell, weights: Sides, carry, inputs) -> bool:
         return False
     if cell.gate_fn is not jax.nn.sigmoid or cell.activation_fn is not jnp.tanh:
         return False
-    if cell.dtype is not None:
+    if cell.dtype is not None or not jax_transposes_lstm_sequence():
         return False
     arrays = jax.tree_util.tree_leaves((weights.input.kernels, weights.hidden, carry, inputs))
     return all(jnp.result_type(a) == jnp.float32 for a in arrays)
+
+
+@functools.cache
+def jax_transposes_lstm_sequence() -> bool:
+    """Whether this JAX can take a gradient through ``lstm_sequence``'s rule.
+
+    The rule's tangent loop reads the kernels' tangents as one array over every step; jax
+    0.4.30's transpose of ``lax.scan`` fails on such a loop (an internal assertion), while
+    the versions this book pins take it. One tiny gradient, traced once per process,
+    tells which (shapes only, nothing runs).
+    """
+    kernels = [jax.ShapeDtypeStruct(s, jnp.float32) for s in ((1, 8), (2, 8), (8,))]
+
+    def loss(w_i, w_h, b):
+        carry = (jnp.zeros((1, 2)), jnp.zeros((1, 2)))
+        return jnp.sum(_lstm(1, w_i, w_h, b, jnp.ones((2, 1, 1)), carry)[1])
+
+    try:
+        jax.eval_shape(jax.grad(loss, argnums=(0, 1, 2)), *kernels)
+    except (AssertionError, NotImplementedError):
+        return False
+    return True
 
 
 def lstm_sequence(weights: Sides, carry, inputs, unroll: int = 1):
