@@ -323,6 +323,13 @@ def _no_joins():
 LSTM_SEQUENCE = ON_CPU and rnnlib.fast.jax_transposes_lstm_sequence()
 
 
+@pytest.mark.pinned_env
+def test_the_pinned_jax_takes_the_lstm_sequence_rule():
+    """The check that decides where the rule applies must not fail on the versions the
+    book pins (older ones may fall back)."""
+    assert rnnlib.fast.jax_transposes_lstm_sequence()
+
+
 def _no_lstm_sequence():
     """No LSTM runs its sequence with ``lstm_sequence``, so the tests of the forms ``plan``
     chooses for the LSTM's gates see those forms."""
