@@ -37,7 +37,18 @@ RNNLIB_HOISTING = {"rnnlib": None, "rnnlib:hoisted": True, "rnnlib:in-loop": Fal
 # The LSTM with its kernel gradients taken after the backward loop, two ways
 # (benchmarks/backward.py). Not run unless asked for.
 BACKWARD = ("lax.scan:custom_vjp", "lax.scan:custom_jvp")
-ALL_NAMES = NAMES + ("rnnlib:hoisted", "rnnlib:in-loop", OPTIMIZED, OPTIMIZED_AGAIN) + BACKWARD
+# The LSTM's forward pass scheduled other ways (benchmarks/forward.py). Not run unless
+# asked for.
+FORWARD = (
+    "lax.scan:per-gate",
+    "lax.scan:per-gate-hidden",
+    "lax.scan:stacked",
+    "lax.scan:hoisted",
+    "lax.scan:unroll-4",
+)
+ALL_NAMES = (
+    NAMES + ("rnnlib:hoisted", "rnnlib:in-loop", OPTIMIZED, OPTIMIZED_AGAIN) + BACKWARD + FORWARD
+)
 
 
 @dataclasses.dataclass
@@ -103,6 +114,12 @@ def build(name: str, cell_name: str, config: dict, x, linen_variables=None) -> C
         if cell_name not in ("LSTMCell", "OptimizedLSTMCell"):
             return None
         from benchmarks.backward import apply_for
+
+        apply = apply_for(name)
+    elif name in FORWARD:
+        if cell_name not in ("LSTMCell", "OptimizedLSTMCell"):
+            return None
+        from benchmarks.forward import apply_for
 
         apply = apply_for(name)
     elif name == "flax.nnx":

@@ -6,11 +6,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from benchmarks import backward, programs, run
+from benchmarks import backward, forward, programs, run
 from benchmarks.contenders import (
     BACKWARD,
     CONV_CELLS,
     DENSE_CELLS,
+    FORWARD,
     OPTIMIZED,
     OPTIMIZED_AGAIN,
     build,
@@ -284,6 +285,41 @@ def test_the_backward_by_hand_contenders_agree_with_linen(name):
     other = build(name, "LSTMCell", config, x, {"params": reference.params})
     _assert_agrees(other, reference, config, x)
     assert build(name, "GRUCell", config, x) is None
+
+
+@pytest.mark.parametrize("name", FORWARD)
+def test_the_forward_programs_agree_with_linen(name):
+    # The same LSTM scheduled other ways: the numbers must be linen's. T = 9 steps, so
+    # the four-step unrolled loop ends on a partial iteration.
+    config = dict(B=3, T=9, I=3, H=4)
+    x = inputs_for(config, jax.random.key(1))
+    reference = build("flax.linen", "LSTMCell", config, x)
+    other = build(name, "LSTMCell", config, x, {"params": reference.params})
+    _assert_agrees(other, reference, config, x)
+    assert build(name, "GRUCell", config, x) is None
+
+
+def test_an_unknown_forward_program_is_named_in_the_error():
+    with pytest.raises(ValueError, match="'lax.scan:sideways'.*lax.scan:per-gate"):
+        forward.apply_for("lax.scan:sideways")
+
+
+def test_the_forward_report_takes_the_best_program_and_the_linen_a_a_range():
+    def entry(seconds):
+        return {"median_s": seconds}
+
+    medians = {name: 3.0 for name in forward.TIMED}
+    # The faster linen cell sets the scale (2.0 s); each cell's copy over itself is A/A.
+    medians.update({"flax.linen": 4.0, OPTIMIZED: 2.0, "flax.linen:again": 4.4})
+    medians.update({OPTIMIZED_AGAIN: 1.9, "rnnlib": 1.0, "lax.scan:stacked": 1.5})
+    ratios = forward.ratios({"forward": {n: entry(s) for n, s in medians.items()}})
+    # rnnlib is not one of the programs a rule could pick, so best is the stacked loop.
+    assert ratios["rnnlib"] == 0.5 and ratios["best"] == 0.75
+    assert ratios["lax.scan"] == 1.5 and ratios["aa"] == pytest.approx([0.95, 1.1])
+    point = dict(config=dict(B=8, T=64, I=16, H=32), ratios=ratios)
+    text = forward.markdown([point, point], "header")
+    assert "| 8 | 64 | 16 | 32 | 0.50 | 1.50 | 1.50 | 1.50 | 0.75 |" in text
+    assert "| 0.75 | 0.95-1.10 |" in text and "Geometric mean, `best`: 0.75" in text
 
 
 def test_only_the_custom_jvp_contender_runs_in_forward_mode():

@@ -1,0 +1,206 @@
+"""The LSTM's forward pass on CPU, scheduled five other ways: is there a faster one?
+
+Measured for issue 24, whose targets ask rnnlib's forward pass to beat flax.linen's
+faster LSTM by 15% on average. rnnlib's forward pass on CPU is the plain loop
+(``benchmarks.contenders``' ``lax.scan``: the gate kernels joined once before the loop,
+``x @ W_i + h @ W_h + b`` in each step), which is flax.linen's ``OptimizedLSTMCell``'s
+program with the join moved out of the loop. The same arithmetic can be scheduled
+other ways, each a contender here:
+
+- ``lax.scan:per-gate``: eight matmuls per step, one per gate and side, as flax.linen's
+  ``LSTMCell`` computes them.
+- ``lax.scan:per-gate-hidden``: the input side fused, the hidden side one matmul per gate.
+- ``lax.scan:stacked``: one matmul per step, ``[x, h] @ [[W_i], [W_h]]``.
+- ``lax.scan:hoisted``: every step's input projection in one matmul before the loop.
+- ``lax.scan:unroll-4``: the plain loop, four steps per iteration.
+
+``python -m benchmarks.forward`` times them, rnnlib, the plain loop and both linen cells
+(each compiled twice, for the A/A range) in the forward pass over the sweep's LSTM grid
+(``I = H / 2``), with ``benchmarks.run.measure``, and writes
+``benchmarks/results/forward.{json,md}``; each ratio is over the faster of the two linen
+cells at that point. ``--quick`` times four points. The report adds the best of all
+programs at each point, chosen after the fact: no rule could do better than that column.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+
+from benchmarks.contenders import AGAIN, OPTIMIZED, OPTIMIZED_AGAIN
+from benchmarks.contenders import FORWARD as PROGRAMS
+
+_INPUT = ("ii", "if", "ig", "io")
+_HIDDEN = ("hi", "hf", "hg", "ho")
+PER_GATE, PER_GATE_HIDDEN, STACKED, HOISTED, UNROLLED = PROGRAMS
+
+
+def _loop(preactivations, xs, features: int, unroll: int = 1):
+    """The LSTM over axis 1 of ``xs``, ``(batch, time, features)``, each step's four
+    pre-activations from ``preactivations(x, h)``."""
+
+    def step(carry, x):
+        c, h = carry
+        i, f, g, o = preactivations(x, h)
+        c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+        h = jax.nn.sigmoid(o) * jnp.tanh(c)
+        return (c, h), h
+
+    zeros = jnp.zeros((xs.shape[0], features), xs.dtype)
+    _, ys = jax.lax.scan(step, (zeros, zeros), jnp.swapaxes(xs, 0, 1), unroll=unroll)
+    return jnp.swapaxes(ys, 0, 1)
+
+
+def apply_for(name: str):
+    """``apply(params, xs)`` for program ``name``: flax.linen's LSTM parameters, inputs
+    ``(batch, time, features)``."""
+    if name not in PROGRAMS:
+        raise ValueError(f"unknown forward program {name!r}; expected one of {PROGRAMS}")
+
+    def apply(p, xs):
+        cell = p["cell"]
+        w_i = [cell[n]["kernel"] for n in _INPUT]
+        w_h = [cell[n]["kernel"] for n in _HIDDEN]
+        b = [cell[n]["bias"] for n in _HIDDEN]
+        fused_i, fused_h = jnp.concatenate(w_i, -1), jnp.concatenate(w_h, -1)
+        fused_b = jnp.concatenate(b, -1)
+        features = fused_h.shape[0]
+
+        def split(a):
+            return jnp.split(a, 4, axis=-1)
+
+        if name == PER_GATE:
+            return _loop(
+                lambda x, h: [x @ wi + (h @ wh + bh) for wi, wh, bh in zip(w_i, w_h, b)],
+                xs,
+                features,
+            )
+        if name == PER_GATE_HIDDEN:
+
+            def preactivations(x, h):
+                return [xi + (h @ wh + bh) for xi, wh, bh in zip(split(x @ fused_i), w_h, b)]
+
+            return _loop(preactivations, xs, features)
+        if name == STACKED:
+            stacked = jnp.concatenate([fused_i, fused_h], axis=0)
+            return _loop(
+                lambda x, h: split(jnp.concatenate([x, h], -1) @ stacked + fused_b), xs, features
+            )
+        if name == HOISTED:
+            projected = (xs.reshape(-1, xs.shape[-1]) @ fused_i).reshape(xs.shape[:2] + (-1,))
+            return _loop(lambda xw, h: split(xw + (h @ fused_h + fused_b)), projected, features)
+        assert name == UNROLLED
+        return _loop(
+            lambda x, h: split(x @ fused_i + (h @ fused_h + fused_b)), xs, features, unroll=4
+        )
+
+    return apply
+
+
+# -- the measurement -------------------------------------------------------------------------
+
+GRID = dict(B=(8, 16, 32, 64, 128, 256), H=(32, 64, 128, 256, 512))
+QUICK_GRID = dict(B=(8, 64), H=(64, 256))
+LINEN = ("flax.linen", OPTIMIZED)
+AGAINS = (AGAIN, OPTIMIZED_AGAIN)
+SHOWN = ("rnnlib", "lax.scan") + PROGRAMS
+TIMED = LINEN + AGAINS + SHOWN
+
+
+def ratios(result: dict) -> dict:
+    """Each contender's forward median over the faster flax.linen LSTM's, the best of the
+    programs (``best``), and the A/A range (``aa``: each linen cell compiled again, over
+    itself)."""
+    medians = {name: entry["median_s"] for name, entry in result["forward"].items()}
+    linen = min(medians[n] for n in LINEN)
+    out = {name: medians[name] / linen for name in SHOWN}
+    out["best"] = min(out[name] for name in ("lax.scan",) + PROGRAMS)
+    out["aa"] = sorted(medians[again] / medians[n] for n, again in zip(LINEN, AGAINS))
+    return out
+
+
+def geomean(values) -> float:
+    return math.exp(statistics.fmean(math.log(v) for v in values))
+
+
+def markdown(points: list[dict], header: str) -> str:
+    columns = SHOWN + ("best",)
+    lines = [
+        "# The LSTM's forward pass, scheduled six ways",
+        "",
+        header,
+        "",
+        "Forward pass, each entry a time over the faster of flax.linen's `LSTMCell` and "
+        "`OptimizedLSTMCell` at that point (below 1.0: faster). `best`: the fastest of the "
+        "six `lax.scan` programs at that point, chosen after the fact. A/A: each linen "
+        "cell compiled a second time, over itself.",
+        "",
+        "| B | T | I | H | " + " | ".join(f"`{n}`" for n in columns) + " | A/A |",
+        "|---:|---:|---:|---:|" + "---:|" * (len(columns) + 1),
+    ]
+    for point in points:
+        c, r = point["config"], point["ratios"]
+        cells = " | ".join(f"{r[n]:.2f}" for n in columns)
+        aa = "-".join(f"{v:.2f}" for v in r["aa"])
+        lines.append(f"| {c['B']} | {c['T']} | {c['I']} | {c['H']} | {cells} | {aa} |")
+    lines.append("")
+    for name in columns:
+        lines.append(
+            f"Geometric mean, `{name}`: {geomean(p['ratios'][name] for p in points):.2f}  "
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    from benchmarks.run import measure
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="four points instead of 30")
+    parser.add_argument("--runs", type=int, default=7, help="timed rounds (at least 5)")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    args = parser.parse_args(argv)
+    if args.runs < 5:
+        parser.error(f"--runs must be at least 5; got {args.runs}")
+    grid = QUICK_GRID if args.quick else GRID
+    start = time.perf_counter()
+    points = []
+    for batch in grid["B"]:
+        for features in grid["H"]:
+            config = dict(B=batch, T=64, I=features // 2, H=features)
+            result = measure(
+                config,
+                "LSTMCell",
+                args.runs,
+                TIMED,
+                first_calls=0,
+                min_timed_s=0.5,
+                memory=False,
+                modes=("forward",),
+            )
+            points.append(dict(config=config, result=result, ratios=ratios(result)))
+            shown = {k: v for k, v in points[-1]["ratios"].items() if k != "aa"}
+            print(config, {k: round(v, 2) for k, v in shown.items()}, flush=True)
+    minutes = (time.perf_counter() - start) / 60
+    header = (
+        f"{os.cpu_count()} x {jax.devices()[0].device_kind} cores, jax {jax.__version__}; "
+        f"{len(points)} points in {minutes:.1f} minutes, medians of at least {args.runs} "
+        "rotating rounds (more for calls under 0.5 s in all)."
+    )
+    stem = "forward-quick" if args.quick else "forward"
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"{stem}.json").write_text(json.dumps(dict(header=header, points=points)))
+    (args.out / f"{stem}.md").write_text(markdown(points, header))
+    print(markdown(points, header))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
