@@ -32,17 +32,11 @@ ratio is over the faster of the two linen cells. ``--quick`` times four points.
 
 from __future__ import annotations
 
-import argparse
-import json
-import math
-import os
-import statistics
-import time
-from pathlib import Path
-
 import jax
 import jax.numpy as jnp
 from jax import lax
+
+from benchmarks import lstm_grid
 
 _INPUT = ("ii", "if", "ig", "io")
 _HIDDEN = ("hi", "hf", "hg", "ho")
@@ -188,8 +182,6 @@ def apply_for(name):
 
 # -- the measurement -------------------------------------------------------------------------
 
-GRID = dict(B=(8, 16, 32, 64, 128, 256), H=(32, 64, 128, 256, 512))
-QUICK_GRID = dict(B=(8, 64), H=(64, 256))
 TIMED = ("flax.linen", "flax.linen:OptimizedLSTMCell", "lax.scan", VJP, JVP)
 
 
@@ -219,44 +211,21 @@ def markdown(points: list[dict], header: str) -> str:
         lines.append(f"| {c['B']} | {c['T']} | {c['I']} | {c['H']} | {cells} |")
     lines.append("")
     for name in others:
-        mean = math.exp(statistics.fmean(math.log(p["ratios"][name]) for p in points))
+        mean = lstm_grid.geomean(p["ratios"][name] for p in points)
         lines.append(f"Geometric mean, `{name}`: {mean:.2f}  ")
     return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> int:
-    from benchmarks.run import measure
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="four points instead of 30")
-    parser.add_argument("--runs", type=int, default=7, help="timed rounds (at least 5)")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
-    args = parser.parse_args(argv)
-    if args.runs < 5:
-        parser.error(f"--runs must be at least 5; got {args.runs}")
-    grid = QUICK_GRID if args.quick else GRID
-    start = time.perf_counter()
-    points = []
-    for batch in grid["B"]:
-        for features in grid["H"]:
-            config = dict(B=batch, T=64, I=features // 2, H=features)
-            result = measure(
-                config, "LSTMCell", args.runs, TIMED, first_calls=0, memory=False, modes=("train",)
-            )
-            points.append(dict(config=config, result=result, ratios=ratios(result)))
-            print(config, {k: round(v, 2) for k, v in points[-1]["ratios"].items()}, flush=True)
-    minutes = (time.perf_counter() - start) / 60
-    header = (
-        f"{os.cpu_count()} x {jax.devices()[0].device_kind} cores, jax {jax.__version__}; "
-        f"{len(points)} points in "
-        f"{minutes:.1f} minutes, medians of at least {args.runs} rotating rounds."
+    return lstm_grid.main(
+        argv,
+        description=__doc__.splitlines()[0],
+        stem="backward",
+        mode="train",
+        names=TIMED,
+        ratios=ratios,
+        markdown=markdown,
     )
-    stem = "backward-quick" if args.quick else "backward"
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{stem}.json").write_text(json.dumps(dict(header=header, points=points)))
-    (args.out / f"{stem}.md").write_text(markdown(points, header))
-    print(markdown(points, header))
-    return 0
 
 
 if __name__ == "__main__":

@@ -24,17 +24,10 @@ programs at each point, chosen after the fact: no rule could do better than that
 
 from __future__ import annotations
 
-import argparse
-import json
-import math
-import os
-import statistics
-import time
-from pathlib import Path
-
 import jax
 import jax.numpy as jnp
 
+from benchmarks import lstm_grid
 from benchmarks.contenders import AGAIN, OPTIMIZED, OPTIMIZED_AGAIN
 from benchmarks.contenders import FORWARD as PROGRAMS
 
@@ -107,8 +100,6 @@ def apply_for(name: str):
 
 # -- the measurement -------------------------------------------------------------------------
 
-GRID = dict(B=(8, 16, 32, 64, 128, 256), H=(32, 64, 128, 256, 512))
-QUICK_GRID = dict(B=(8, 64), H=(64, 256))
 LINEN = ("flax.linen", OPTIMIZED)
 AGAINS = (AGAIN, OPTIMIZED_AGAIN)
 SHOWN = ("rnnlib", "lax.scan") + PROGRAMS
@@ -125,10 +116,6 @@ def ratios(result: dict) -> dict:
     out["best"] = min(out[name] for name in ("lax.scan",) + PROGRAMS)
     out["aa"] = sorted(medians[again] / medians[n] for n, again in zip(LINEN, AGAINS))
     return out
-
-
-def geomean(values) -> float:
-    return math.exp(statistics.fmean(math.log(v) for v in values))
 
 
 def markdown(points: list[dict], header: str) -> str:
@@ -153,53 +140,22 @@ def markdown(points: list[dict], header: str) -> str:
         lines.append(f"| {c['B']} | {c['T']} | {c['I']} | {c['H']} | {cells} | {aa} |")
     lines.append("")
     for name in columns:
-        lines.append(
-            f"Geometric mean, `{name}`: {geomean(p['ratios'][name] for p in points):.2f}  "
-        )
+        mean = lstm_grid.geomean(p["ratios"][name] for p in points)
+        lines.append(f"Geometric mean, `{name}`: {mean:.2f}  ")
     return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> int:
-    from benchmarks.run import measure
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="four points instead of 30")
-    parser.add_argument("--runs", type=int, default=7, help="timed rounds (at least 5)")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
-    args = parser.parse_args(argv)
-    if args.runs < 5:
-        parser.error(f"--runs must be at least 5; got {args.runs}")
-    grid = QUICK_GRID if args.quick else GRID
-    start = time.perf_counter()
-    points = []
-    for batch in grid["B"]:
-        for features in grid["H"]:
-            config = dict(B=batch, T=64, I=features // 2, H=features)
-            result = measure(
-                config,
-                "LSTMCell",
-                args.runs,
-                TIMED,
-                first_calls=0,
-                min_timed_s=0.5,
-                memory=False,
-                modes=("forward",),
-            )
-            points.append(dict(config=config, result=result, ratios=ratios(result)))
-            shown = {k: v for k, v in points[-1]["ratios"].items() if k != "aa"}
-            print(config, {k: round(v, 2) for k, v in shown.items()}, flush=True)
-    minutes = (time.perf_counter() - start) / 60
-    header = (
-        f"{os.cpu_count()} x {jax.devices()[0].device_kind} cores, jax {jax.__version__}; "
-        f"{len(points)} points in {minutes:.1f} minutes, medians of at least {args.runs} "
-        "rotating rounds (more for calls under 0.5 s in all)."
+    return lstm_grid.main(
+        argv,
+        description=__doc__.splitlines()[0],
+        stem="forward",
+        mode="forward",
+        names=TIMED,
+        ratios=ratios,
+        markdown=markdown,
+        min_timed_s=0.5,
     )
-    stem = "forward-quick" if args.quick else "forward"
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{stem}.json").write_text(json.dumps(dict(header=header, points=points)))
-    (args.out / f"{stem}.md").write_text(markdown(points, header))
-    print(markdown(points, header))
-    return 0
 
 
 if __name__ == "__main__":

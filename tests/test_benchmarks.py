@@ -1,6 +1,8 @@
 """The benchmark compares like with like: given the same variables, its contenders
 compute the same outputs and the same gradients. (Times are never asserted.)"""
 
+import json
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -275,10 +277,12 @@ def test_linens_optimized_lstm_contender_takes_lstmcells_variables_and_agrees():
     assert build(OPTIMIZED, "GRUCell", SMALL, x) is None
 
 
-@pytest.mark.parametrize("name", BACKWARD)
-def test_the_backward_by_hand_contenders_agree_with_linen(name):
-    # Their kernel gradients are taken after the loop from every step's gate gradients;
-    # the numbers must be JAX's. T = 9 steps, so a step taken in the wrong order shows.
+@pytest.mark.parametrize("name", BACKWARD + FORWARD)
+def test_the_lstm_studies_contenders_agree_with_linen(name):
+    # backward.py's take their kernel gradients after the loop from every step's gate
+    # gradients, forward.py's schedule the same LSTM other ways; the numbers must be
+    # linen's. T = 9 steps, so a step taken in the wrong order shows and the four-step
+    # unrolled loop ends on a partial iteration.
     config = dict(B=3, T=9, I=3, H=4)
     x = inputs_for(config, jax.random.key(1))
     reference = build("flax.linen", "LSTMCell", config, x)
@@ -287,16 +291,28 @@ def test_the_backward_by_hand_contenders_agree_with_linen(name):
     assert build(name, "GRUCell", config, x) is None
 
 
-@pytest.mark.parametrize("name", FORWARD)
-def test_the_forward_programs_agree_with_linen(name):
-    # The same LSTM scheduled other ways: the numbers must be linen's. T = 9 steps, so
-    # the four-step unrolled loop ends on a partial iteration.
-    config = dict(B=3, T=9, I=3, H=4)
-    x = inputs_for(config, jax.random.key(1))
-    reference = build("flax.linen", "LSTMCell", config, x)
-    other = build(name, "LSTMCell", config, x, {"params": reference.params})
-    _assert_agrees(other, reference, config, x)
-    assert build(name, "GRUCell", config, x) is None
+@pytest.mark.parametrize("study, mode", [(backward, "train"), (forward, "forward")])
+def test_the_lstm_studies_time_their_grid_in_their_mode_and_write_both_reports(
+    study, mode, tmp_path, monkeypatch
+):
+    calls = []
+
+    def fake_measure(config, cell, runs, names, *, modes, **settings):
+        calls.append((config, cell, runs, modes))
+        # Each contender's median grows with its place in the list: the ratios differ.
+        return {modes[0]: {n: {"median_s": 1.0 + i / 10} for i, n in enumerate(names)}}
+
+    monkeypatch.setattr(run, "measure", fake_measure)
+    assert study.main(["--quick", "--runs", "5", "--out", str(tmp_path)]) == 0
+    quick = [(c["B"], c["H"], c["I"]) for c, *_ in calls]
+    assert quick == [(8, 64, 32), (8, 256, 128), (64, 64, 32), (64, 256, 128)]
+    assert all(cell == "LSTMCell" and runs == 5 and m == (mode,) for _, cell, runs, m in calls)
+    stem = f"{study.__name__.rsplit('.', 1)[1]}-quick"
+    points = json.loads((tmp_path / f"{stem}.json").read_text())["points"]
+    assert [p["config"]["H"] for p in points] == [64, 256, 64, 256]
+    assert "| 64 | 64 | 128 | 256 |" in (tmp_path / f"{stem}.md").read_text()
+    with pytest.raises(SystemExit):
+        study.main(["--runs", "4", "--out", str(tmp_path)])
 
 
 def test_an_unknown_forward_program_is_named_in_the_error():
