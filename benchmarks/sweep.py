@@ -554,6 +554,28 @@ def estimate_seconds(
     return total
 
 
+def own_grid(parser, args, grid: Grid) -> Grid:
+    """``grid`` with the batch sizes, widths and input divisors given on the command
+    line in place of its own, and no ConvLSTM; ``grid`` itself when none is given."""
+    changes = {
+        field: tuple(values)
+        for field in ("batches", "widths", "inputs")
+        if (values := getattr(args, field)) is not None
+    }
+    if not changes:
+        return grid
+    if not args.name:
+        parser.error("a grid of your own (--batches, --widths, --inputs) needs a --name")
+    for field, values in changes.items():
+        if min(values) < 1:
+            parser.error(f"--{field} must be positive integers; got {list(values)}")
+    for h in changes.get("widths", grid.widths):
+        for d in changes.get("inputs", grid.inputs):
+            if h % d:
+                parser.error(f"width {h} is not divisible by input divisor {d}")
+    return dataclasses.replace(grid, conv=(), **changes)
+
+
 def _load():
     try:
         return list(os.getloadavg())
@@ -583,6 +605,20 @@ def main(argv=None) -> int:
         metavar="LABEL",
         help="time only the points whose name ends so (e.g. 'GRU B8 T64 I16 H32'), to try one",
     )
+    for flag, what in (
+        ("--batches", "batch sizes"),
+        ("--widths", "widths (features)"),
+        ("--inputs", "input widths, as divisors of the width (2: I = H / 2)"),
+    ):
+        parser.add_argument(
+            flag,
+            type=int,
+            nargs="+",
+            default=None,
+            metavar="N",
+            help=f"{what} of a grid of your own, in place of the chosen grid's; with any "
+            "of these three the ConvLSTM is left out and --name is required",
+        )
     parser.add_argument(
         "--estimate-from",
         type=Path,
@@ -617,7 +653,7 @@ def main(argv=None) -> int:
 
     import flax
 
-    grid = QUICK_GRID if args.quick else GRID
+    grid = own_grid(parser, args, QUICK_GRID if args.quick else GRID)
     todo = points(grid)
     if args.only:
         todo = [p for p in todo if any(_name(p).endswith(o) for o in args.only)]

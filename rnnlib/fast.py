@@ -108,12 +108,16 @@ class Form(NamedTuple):
     fused matmul whose kernel is joined inside the step, from the layers as they are,
     and differentiated by JAX's own rules (flax.linen's ``OptimizedLSTMCell`` computes
     its gates this way). None of them: one fused matmul, its kernel joined once before
-    the loop and differentiated through the fused kernel.
+    the loop and differentiated through the fused kernel. ``per_gate_forward`` combines
+    with any of the others: where nothing differentiates the gates, they take one matmul
+    each (flax.linen's program); a derivative computes them, and is taken, as the other
+    fields say (``_per_gate_forward``).
     """
 
     per_gate: bool = False
     per_gate_gradient: bool = False
     joined_in_step: bool = False
+    per_gate_forward: bool = False
 
 
 FUSED = Form()
@@ -128,6 +132,9 @@ PER_GATE_GRADIENT_MIN_SIZE = 2**14
 # On CPU, a GRU joins its gate kernels inside the step while one step has fewer rows
 # than this, and an LSTM wherever it does not run per gate (plan says why).
 GRU_JOINED_IN_STEP_MAX_ROWS = 63
+# On CPU, the forward pass of a GRU or an LSTM of these widths runs one matmul per gate
+# (features above the first number, up to the second; plan says why).
+PER_GATE_FORWARD_WIDTHS = {"GRUCell": (160, 480), "LSTMCell": (256, 416)}
 
 
 def _kind(cell) -> str:
@@ -194,6 +201,24 @@ def plan(cell, input_shape: Sequence[int]) -> Sides:
     GRU with 64 rows or more. (It was also measured on an LSTM's hidden side, where the
     joined form above has since replaced it.)
 
+    **The forward pass per gate between two widths.** XLA:CPU's speed on one matmul
+    shape or another follows no size rule: in the forward pass (T = 64, input width
+    H / 2, medians of at least 9 rotating rounds, each time over flax.linen's, whose
+    ``GRUCell`` and ``LSTMCell`` compute one matmul per gate), a GRU's two fused
+    matmuls took 1.02-1.65 of linen's time at 27 of 33 points from 176 to 480 features
+    (batch 8-256; 0.84-0.99 at the others), but 0.66-0.96 at 32-160 features and at
+    500 and 512 (batch 8-64, one 1.11). An LSTM's (the same two matmuls as linen's
+    ``OptimizedLSTMCell``, which read the same) took 1.03-1.76 at 288-416 features and
+    batch 8-64, at or below 1.0 at 160-256 and 480-512 (B64 H160 1.20, B8 H448 1.07).
+    Between those widths (``PER_GATE_FORWARD_WIDTHS``: a GRU above 160 features up to
+    480, an LSTM above 256 up to 416) a forward pass runs one matmul per gate,
+    flax.linen's program, and measured 0.92-1.02 of linen's time where the fused
+    matmuls had read 1.06-1.63. Training keeps its form: ``_per_gate_forward`` (and
+    ``_lstm``'s rule for the whole-sequence LSTM) computes the gates and their tangents
+    in the form chosen above, so a training step compiles to the same program with
+    this rule or without it, and its fused matmuls train at 0.57-0.94 of linen's time
+    at those widths.
+
     **MGU, always per gate.** flax.linen computes each gate with its own ``Dense``. A
     fused matmul of width ``2 * features`` gives the same sums, but XLA:CPU rounds them
     in another order, so the outputs differed from flax.linen's in the last bits (about
@@ -218,6 +243,9 @@ def plan(cell, input_shape: Sequence[int]) -> Sides:
         side = JOINED_IN_STEP
     else:
         side = Form(per_gate_gradient=size >= PER_GATE_GRADIENT_MIN_SIZE)
+    above, up_to = PER_GATE_FORWARD_WIDTHS[kind]
+    if above < cell.features <= up_to and not side.per_gate:
+        side = side._replace(per_gate_forward=True)
     return Sides(side, side)
 
 
@@ -299,6 +327,10 @@ class Gates:
 def gates(x, layers: GateLayers, dtype=None) -> Gates:
     """``x @ kernel + bias`` for every gate of one side, in ``layers.form``."""
     k = len(layers.kernels)
+    if layers.form.per_gate_forward:
+        rest = layers.form._replace(per_gate_forward=False)
+        arrays = (x, layers.kernels, layers.biases, layers.kernel, layers.bias)
+        return Gates(_per_gate_forward(rest, dtype, *arrays), k)
     if layers.form.per_gate:
         return Gates(
             tuple(affine(x, w, b, dtype=dtype) for w, b in zip(layers.kernels, layers.biases)), k
@@ -487,6 +519,45 @@ def _per_gate_affine_jvp(dtype, primals, tangents):
 _per_gate_affine.defjvp(_per_gate_affine_jvp, symbolic_zeros=True)
 
 
+# -- one matmul per gate, unless differentiated ----------------------------------------------
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0, 1))
+def _per_gate_forward(rest: Form, dtype, x, kernels, biases, kernel, bias):
+    """The gates of one side, one ``x @ kernel + bias`` each, as a tuple.
+
+    The rule computes the same gates, and their tangents, in the form ``rest``: so a
+    forward pass runs one matmul per gate, while a training step, ``jax.jvp`` or a
+    Hessian runs, and differentiates, the form ``plan`` chose for training. ``kernel``
+    and ``bias`` are ``rest``'s fused arrays (None where it needs none); only the rule
+    reads them.
+    """
+    return tuple(affine(x, w, b, dtype=dtype) for w, b in zip(kernels, biases))
+
+
+def _per_gate_forward_jvp(rest, dtype, primals, tangents):
+    leaves, tree = jax.tree_util.tree_flatten(primals)
+    dleaves = jax.tree_util.tree_leaves(tangents, is_leaf=_zero)
+    live = [i for i, t in enumerate(dleaves) if not _zero(t)]
+
+    def gates_in_rest(*live_leaves):
+        full = list(leaves)
+        for i, leaf in zip(live, live_leaves):
+            full[i] = leaf
+        x, kernels, biases, kernel, bias = jax.tree_util.tree_unflatten(tree, full)
+        return gates(x, GateLayers(kernel, bias, kernels, biases, rest), dtype).split()
+
+    if not live:
+        y = gates_in_rest()
+        return y, tuple(jnp.zeros_like(a) for a in y)
+    # Only the arguments with a tangent become jvp inputs: the others stay constants,
+    # so a training step computes no product with a tangent that is known to be zero.
+    return jax.jvp(gates_in_rest, [leaves[i] for i in live], [dleaves[i] for i in live])
+
+
+_per_gate_forward.defjvp(_per_gate_forward_jvp, symbolic_zeros=True)
+
+
 # -- convolutions -------------------------------------------------------------------------
 
 
@@ -583,7 +654,7 @@ def jax_transposes_lstm_sequence() -> bool:
 
     def loss(w_i, w_h, b):
         carry = (jnp.zeros((1, 2)), jnp.zeros((1, 2)))
-        return jnp.sum(_lstm(1, w_i, w_h, b, jnp.ones((2, 1, 1)), carry)[1])
+        return jnp.sum(_lstm(1, False, (w_i,), (w_h,), (b,), jnp.ones((2, 1, 1)), carry)[1])
 
     try:
         jax.eval_shape(jax.grad(loss, argnums=(0, 1, 2)), *kernels)
@@ -618,20 +689,28 @@ def lstm_sequence(weights: Sides, carry, inputs, unroll: int = 1):
     or dtypes. Without a derivative, the loop is ``step``'s, the kernels joined once
     before it.
     """
+    per_gate = weights.hidden.form.per_gate_forward
+    kernels = (weights.input.kernels, weights.hidden.kernels, weights.hidden.biases)
+    return _lstm(unroll, per_gate, *kernels, inputs, carry)
+
+
+def _join_sides(i_kernels, h_kernels, h_biases):
+    """The LSTM's joined ``(w_i, w_h, b)`` from its per-gate layers (``b`` None where the
+    hidden layers have no biases)."""
     join = functools.partial(jnp.concatenate, axis=-1)
-    w_i, _ = _joined(weights.input.kernels, weights.input.biases, join)
-    w_h, b = _joined(weights.hidden.kernels, weights.hidden.biases, join)
-    return _lstm(unroll, w_i, w_h, b, inputs, carry)
+    w_i, _ = _joined(i_kernels, (None,) * len(i_kernels), join)
+    w_h, b = _joined(h_kernels, h_biases, join)
+    return w_i, w_h, b
 
 
-def _lstm_loop(unroll, w_i, w_h, b, xs, carry, keep: bool):
+def _lstm_loop(unroll, pre_activations, xs, carry, keep: bool):
     """The LSTM over axis 0 of ``xs``: ``(final_carry, outputs)``, and with ``keep`` also
-    each step's incoming ``(c, h)``, its four activated gates and ``tanh(c')``."""
+    each step's incoming ``(c, h)``, its four activated gates and ``tanh(c')``.
+    ``pre_activations(x, h)`` gives the four gates before their activations."""
 
     def step(carry, x):
         c, h = carry
-        hidden = h @ w_h if b is None else h @ w_h + b
-        i, f, g, o = jnp.split(x @ w_i + hidden, 4, axis=-1)
+        i, f, g, o = pre_activations(x, h)
         i, f, g, o = jax.nn.sigmoid(i), jax.nn.sigmoid(f), jnp.tanh(g), jax.nn.sigmoid(o)
         c_next = f * c + i * g
         tanh_c = jnp.tanh(c_next)
@@ -642,9 +721,35 @@ def _lstm_loop(unroll, w_i, w_h, b, xs, carry, keep: bool):
     return lax.scan(step, carry, xs, unroll=unroll)
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
-def _lstm(unroll, w_i, w_h, b, xs, carry):
-    return _lstm_loop(unroll, w_i, w_h, b, xs, carry, keep=False)
+def _joined_pre_activations(w_i, w_h, b):
+    """Two matmuls per step, one per side, of the joined kernels."""
+
+    def pre_activations(x, h):
+        hidden = h @ w_h if b is None else h @ w_h + b
+        return jnp.split(x @ w_i + hidden, 4, axis=-1)
+
+    return pre_activations
+
+
+def _per_gate_pre_activations(i_kernels, h_kernels, h_biases):
+    """Eight matmuls per step, one per gate and side (flax.linen's ``LSTMCell``)."""
+
+    def pre_activations(x, h):
+        return tuple(
+            x @ w_i + (h @ w_h if b is None else h @ w_h + b)
+            for w_i, w_h, b in zip(i_kernels, h_kernels, h_biases)
+        )
+
+    return pre_activations
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0, 1))
+def _lstm(unroll, per_gate, i_kernels, h_kernels, h_biases, xs, carry):
+    if per_gate:
+        pre_activations = _per_gate_pre_activations(i_kernels, h_kernels, h_biases)
+    else:
+        pre_activations = _joined_pre_activations(*_join_sides(i_kernels, h_kernels, h_biases))
+    return _lstm_loop(unroll, pre_activations, xs, carry, keep=False)
 
 
 def _rows(a):
@@ -653,19 +758,36 @@ def _rows(a):
     return a.reshape(-1, a.shape[-1])
 
 
-def _lstm_jvp(unroll, primals, tangents):
-    w_i, w_h, b, xs, carry = primals
-    dw_i, dw_h, db, dxs, dcarry = tangents
+def _joined_tangent(tangents, primals):
+    """The per-gate ``tangents`` of ``primals`` joined along the last axis (zeros for a
+    gate without one), or None where no gate has one."""
+    if all(t is None or _zero(t) for t in tangents):
+        return None
+    parts = [jnp.zeros_like(p) if t is None or _zero(t) else t for t, p in zip(tangents, primals)]
+    return jnp.concatenate(parts, axis=-1)
+
+
+def _lstm_jvp(unroll, per_gate, primals, tangents):
+    # The derivative always runs the joined loop, whatever the forward pass runs.
+    i_kernels, h_kernels, h_biases, xs, carry = primals
+    di_kernels, dh_kernels, dh_biases, dxs, dcarry = tangents
+    w_i, w_h, b = _join_sides(i_kernels, h_kernels, h_biases)
+    dw_i = _joined_tangent(di_kernels, i_kernels)
+    dw_h = _joined_tangent(dh_kernels, h_kernels)
+    biases = [
+        jnp.zeros(w.shape[-1:], w.dtype) if c is None else c for w, c in zip(h_kernels, h_biases)
+    ]
+    db = None if b is None else _joined_tangent(dh_biases, biases)
     final, (ys, c_in, h_in, i, f, g, o, tanh_c) = _lstm_loop(
-        unroll, w_i, w_h, b, xs, carry, keep=True
+        unroll, _joined_pre_activations(w_i, w_h, b), xs, carry, keep=True
     )
     # Every term of the gates' tangent that does not come from the step before: the
     # kernels' and the inputs' tangents, one matmul each over every step's rows (none
     # for an argument that is not being differentiated).
-    terms = [_rows(h_in) @ dw_h] if not _zero(dw_h) else []
-    terms += [_rows(xs) @ dw_i] if not _zero(dw_i) else []
+    terms = [_rows(h_in) @ dw_h] if dw_h is not None else []
+    terms += [_rows(xs) @ dw_i] if dw_i is not None else []
     terms += [_rows(dxs) @ w_i] if not _zero(dxs) else []
-    terms += [db] if db is not None and not _zero(db) else []
+    terms += [db] if db is not None else []
     shape = xs.shape[:-1] + w_h.shape[-1:]
     total = functools.reduce(jnp.add, terms) if terms else jnp.zeros((), xs.dtype)
     outside = jnp.broadcast_to(total, (math.prod(shape[:-1]), shape[-1])).reshape(shape)

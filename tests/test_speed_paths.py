@@ -609,6 +609,83 @@ def test_the_kernel_gradients_are_taken_per_gate_from_two_to_the_14_on_cpu(
 
 
 # ---------------------------------------------------------------------------
+# The forward pass gate by gate at some widths (rnnlib.fast.plan) on CPU
+
+GATES = {"GRUCell": 3, "LSTMCell": 4}
+
+
+def _per_gate_forward_widths(above, up_to):
+    """Every GRU and LSTM with ``above < features <= up_to`` runs its forward pass gate
+    by gate (on CPU)."""
+    widths = {kind: (above, up_to) for kind in rnnlib.fast.PER_GATE_FORWARD_WIDTHS}
+    return mock.patch.dict(rnnlib.fast.PER_GATE_FORWARD_WIDTHS, widths)
+
+
+@pytest.mark.parametrize("cell_name", sorted(GATES))
+def test_the_forward_pass_runs_gate_by_gate_between_two_widths_on_cpu(cell_name):
+    """Above the first width of ``PER_GATE_FORWARD_WIDTHS`` and up to the second, the
+    forward pass's loop on CPU holds one matmul per gate and side; at the widths
+    around them it holds one per side. The training step's matmuls stay where they
+    are: only the forward pass changes."""
+    above, up_to = rnnlib.fast.PER_GATE_FORWARD_WIDTHS[cell_name]
+    assert 0 < above < up_to
+    k = GATES[cell_name]
+
+    def program(features):
+        """Matmuls (inside the loop, outside it) of the forward pass and training step."""
+        rnn = rnnlib.RNN(getattr(rnnlib, cell_name)(features=features))
+        x = jax.ShapeDtypeStruct((4, 5, 6), jnp.float32)
+        variables = jax.eval_shape(rnn.init, jax.random.key(0), x)
+        loss = lambda v: jnp.sum(rnn.apply(v, jnp.ones(x.shape)))  # noqa: E731
+        forward = jax.make_jaxpr(rnn.apply)(variables, x).jaxpr
+        train = jax.make_jaxpr(jax.grad(loss))(variables).jaxpr
+        return _count(forward, "dot_general"), _count(train, "dot_general")
+
+    for features in (above, above + 1, up_to, up_to + 1):
+        between = ON_CPU and above < features <= up_to
+        cell = getattr(rnnlib, cell_name)(features=features)
+        assert rnnlib.fast.plan(cell, (4, 6)).hidden.per_gate_forward == between
+        forward, train = program(features)
+        assert forward == ((2 * k, 0) if between else (2, 0)), features
+        with _per_gate_forward_widths(0, 0):
+            assert program(features) == ((2, 0), train), features
+
+
+@pytest.mark.parametrize(
+    "cell_id, hoist",
+    [("GRUCell", False), ("GRUCell", True), ("LSTMCell", False), ("LSTMCell-custom_fns", True)],
+)
+def test_the_per_gate_forward_and_reference_agree_to_the_second_order(cell_id, hoist):
+    """Every width gate by gate in the forward pass, against the reference path:
+    outputs, carry, gradients, a JVP and a Hessian-vector product, with sequences of
+    different lengths (each cell's gates in the form ``plan`` gives these few rows)."""
+    _, cell = CELLS_BY_ID[cell_id].twins()
+    x = sequence_input(0, (2, 3), TIME, (3,))
+    lengths = random_lengths(1, (2, 3), TIME, minimum=0)
+    variables = rnnlib.RNN(cell).init(jax.random.key(0), x)
+    with _per_gate_forward_widths(0, 2**30):
+        assert rnnlib.fast.plan(cell, (2, 3, 3)).hidden.per_gate_forward == ON_CPU
+        per_gate = _derivatives(cell, variables, x, lengths, hoist)
+    with rnnlib.fast.reference():
+        reference = _derivatives(cell, variables, x, lengths, hoist)
+    assert_close(per_gate, reference, terms=_rnn_terms(cell, x))
+
+
+@pytest.mark.parametrize("cell_name, features", [("GRUCell", 192), ("LSTMCell", 320)])
+def test_a_per_gate_forward_cell_matches_flax_in_value_and_gradient(cell_name, features):
+    """No patched width: a GRU of 192 features and an LSTM of 320 run their forward pass
+    gate by gate on CPU, and equal flax.linen in outputs, loss and gradients."""
+    flax_rnn, rnn = (lib.RNN(getattr(lib, cell_name)(features=features)) for lib in (nn, rnnlib))
+    x = random_array(0, (3, 4, 5), jnp.float32)
+    variables = flax_rnn.init(jax.random.key(0), x)
+    cell = getattr(rnnlib, cell_name)(features=features)
+    assert rnnlib.fast.plan(cell, (3, 5)).hidden.per_gate_forward == ON_CPU
+    terms = _rnn_terms(rnn.cell, x, gradient=False)
+    assert_close(jax.jit(rnn.apply)(variables, x), flax_rnn.apply(variables, x), terms=terms)
+    _assert_loss_and_gradients_close(rnn, flax_rnn, variables, x)
+
+
+# ---------------------------------------------------------------------------
 # Fused kernels and biases whose gradients leave them by matmul (join_gates)
 
 
@@ -857,3 +934,22 @@ def test_an_lstm_sequence_matches_flax_in_value_and_gradient():
     variables = flax_rnn.init(jax.random.key(0), x)
     assert _takes_lstm_sequence(rnn, variables, x) == LSTM_SEQUENCE
     _assert_loss_and_gradients_close(rnn, flax_rnn, variables, x)
+
+
+@pytest.mark.parametrize("cell_name, batch", [("LSTMCell", (2, 3)), ("OptimizedLSTMCell", ())])
+def test_the_lstm_sequence_rule_with_a_per_gate_forward_agrees_to_the_second_order(
+    cell_name, batch
+):
+    """The whole-sequence rule whose forward loop runs gate by gate (every width, by
+    patch) against the reference path: outputs, carry, gradients, a JVP in the
+    variables, inputs and initial carry, and a Hessian-vector product."""
+    cell = getattr(rnnlib, cell_name)(features=4)
+    x = sequence_input(0, batch, TIME, (3,))
+    variables = rnnlib.RNN(cell).init(jax.random.key(0), x)
+    carry = tuple(random_array(i, batch + (4,), jnp.float32) for i in (1, 2))
+    with _per_gate_forward_widths(0, 2**30):
+        assert _takes_lstm_sequence(rnnlib.RNN(cell), variables, x) == LSTM_SEQUENCE
+        per_gate = _sequence_derivatives(cell, variables, x, carry)
+    with rnnlib.fast.reference():
+        reference = _sequence_derivatives(cell, variables, x, carry)
+    assert_close(per_gate, reference, terms=_rnn_terms(cell, x))

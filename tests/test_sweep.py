@@ -2,6 +2,7 @@
 results: the grid, the LSTM's denominator, the targets, the report and its heat map.
 (Nothing is timed here.)"""
 
+import argparse
 import math
 
 import pytest
@@ -269,6 +270,32 @@ def dataclasses_replace(sample, **changes):
     ],
 )
 def test_the_sweep_command_rejects_too_few_runs_or_first_calls(argv, message, capsys):
+    with pytest.raises(SystemExit) as error:
+        sweep.main(argv)
+    assert error.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_grid_of_ones_own_replaces_the_given_axes_and_leaves_out_the_convlstm():
+    parser = argparse.ArgumentParser()
+    args = argparse.Namespace(batches=None, widths=[160, 192], inputs=[2], name="widths")
+    grid = sweep.own_grid(parser, args, sweep.GRID)
+    assert grid == sweep.Grid(sweep.GRID.batches, (160, 192), (2,), sweep.GRID.steps, ())
+    assert {p["cell"] for p in sweep.points(grid)} == {"LSTM", "GRU"}
+    assert len(sweep.points(grid)) == 2 * len(sweep.GRID.batches) * 2
+    nothing = argparse.Namespace(batches=None, widths=None, inputs=None, name=None)
+    assert sweep.own_grid(parser, nothing, sweep.GRID) is sweep.GRID
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--widths", "160"], "a grid of your own (--batches, --widths, --inputs) needs a --name"),
+        (["--widths", "0", "--name", "w"], "--widths must be positive integers; got [0]"),
+        (["--widths", "33", "--name", "w"], "width 33 is not divisible by input divisor 2"),
+    ],
+)
+def test_a_grid_of_ones_own_is_checked_before_anything_runs(argv, message, capsys):
     with pytest.raises(SystemExit) as error:
         sweep.main(argv)
     assert error.value.code == 2
