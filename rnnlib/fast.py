@@ -133,8 +133,10 @@ PER_GATE_GRADIENT_MIN_SIZE = 2**14
 # than this, and an LSTM wherever it does not run per gate (plan says why).
 GRU_JOINED_IN_STEP_MAX_ROWS = 63
 # On CPU, the forward pass of a GRU or an LSTM of these widths runs one matmul per gate
-# (features above the first number, up to the second; plan says why).
-PER_GATE_FORWARD_WIDTHS = {"GRUCell": (160, 480), "LSTMCell": (256, 416)}
+# (features above the first number, up to the second; plan says why) ...
+PER_GATE_FORWARD_WIDTHS = {"GRUCell": (160, 480), "LSTMCell": (160, 416)}
+# ... but an LSTM whose step has at least this many rows only above this width.
+LSTM_MANY_ROWS, LSTM_MANY_ROWS_ABOVE = 64, 256
 
 
 def _kind(cell) -> str:
@@ -202,22 +204,28 @@ def plan(cell, input_shape: Sequence[int]) -> Sides:
     joined form above has since replaced it.)
 
     **The forward pass per gate between two widths.** XLA:CPU's speed on one matmul
-    shape or another follows no size rule: in the forward pass (T = 64, input width
+    shape or another follows no size rule. In the forward pass (T = 64, input width
     H / 2, medians of at least 9 rotating rounds, each time over flax.linen's, whose
     ``GRUCell`` and ``LSTMCell`` compute one matmul per gate), a GRU's two fused
     matmuls took 1.02-1.65 of linen's time at 27 of 33 points from 176 to 480 features
     (batch 8-256; 0.84-0.99 at the others), but 0.66-0.96 at 32-160 features and at
     500 and 512 (batch 8-64, one 1.11). An LSTM's (the same two matmuls as linen's
     ``OptimizedLSTMCell``, which read the same) took 1.03-1.76 at 288-416 features and
-    batch 8-64, at or below 1.0 at 160-256 and 480-512 (B64 H160 1.20, B8 H448 1.07).
-    Between those widths (``PER_GATE_FORWARD_WIDTHS``: a GRU above 160 features up to
-    480, an LSTM above 256 up to 416) a forward pass runs one matmul per gate,
-    flax.linen's program, and measured 0.92-1.02 of linen's time where the fused
-    matmuls had read 1.06-1.63. Training keeps its form: ``_per_gate_forward`` (and
-    ``_lstm``'s rule for the whole-sequence LSTM) computes the gates and their tangents
-    in the form chosen above, so a training step compiles to the same program with
-    this rule or without it, and its fused matmuls train at 0.57-0.94 of linen's time
-    at those widths.
+    batch 8-64. From 160 to 256 features they took 0.97-1.25 with 8-32 rows (above
+    1.15 at five of eight points) against 0.99-1.03 for one matmul per gate, and with
+    64-128 rows 0.66-0.91 (one 1.15) against 0.97-1.00. Between those widths
+    (``PER_GATE_FORWARD_WIDTHS``: a GRU above 160 features up to 480, an LSTM above 160
+    up to 416, and from 64 rows, ``LSTM_MANY_ROWS``, only above 256) a forward pass
+    runs one matmul per gate, flax.linen's program. The widths sweep
+    (``benchmarks/results/sweep-widths.md``: 160-512 features at batch 8, 32 and 128,
+    run when the LSTM's band started above 256 at every batch) read the GRU's forward
+    pass at 0.97-1.03 of linen's time at 26 of its 27 points in the band (one 1.10),
+    and found the LSTM's fused matmuls at 1.13-1.22 at batch 32 and 160-224 features,
+    which its lower bound of 160 now covers. Training keeps its form:
+    ``_per_gate_forward`` (and ``_lstm``'s rule for the whole-sequence LSTM) computes
+    the gates and their tangents in the form chosen above, so a training step compiles
+    to the same program with this rule or without it, and its fused matmuls trained at
+    0.54-1.05 of linen's time over that sweep.
 
     **MGU, always per gate.** flax.linen computes each gate with its own ``Dense``. A
     fused matmul of width ``2 * features`` gives the same sums, but XLA:CPU rounds them
@@ -244,6 +252,8 @@ def plan(cell, input_shape: Sequence[int]) -> Sides:
     else:
         side = Form(per_gate_gradient=size >= PER_GATE_GRADIENT_MIN_SIZE)
     above, up_to = PER_GATE_FORWARD_WIDTHS[kind]
+    if kind == "LSTMCell" and rows >= LSTM_MANY_ROWS:
+        above = max(above, LSTM_MANY_ROWS_ABOVE)
     if above < cell.features <= up_to and not side.per_gate:
         side = side._replace(per_gate_forward=True)
     return Sides(side, side)

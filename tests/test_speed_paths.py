@@ -651,6 +651,32 @@ def test_the_forward_pass_runs_gate_by_gate_between_two_widths_on_cpu(cell_name)
             assert program(features) == ((2, 0), train), features
 
 
+def test_an_lstm_with_many_rows_runs_its_forward_pass_gate_by_gate_only_above_a_width():
+    """From ``LSTM_MANY_ROWS`` rows per step, an LSTM's forward pass stays fused up to
+    ``LSTM_MANY_ROWS_ABOVE`` features and runs gate by gate above it (on CPU); with one
+    row fewer the band starts lower, at ``PER_GATE_FORWARD_WIDTHS``."""
+    many, above = rnnlib.fast.LSTM_MANY_ROWS, rnnlib.fast.LSTM_MANY_ROWS_ABOVE
+    lower, up_to = rnnlib.fast.PER_GATE_FORWARD_WIDTHS["LSTMCell"]
+    assert lower < above < up_to
+    for rows, features, between in [
+        (many, above, False),
+        (many, above + 1, True),
+        (many, lower + 1, False),
+        (many - 1, lower + 1, True),
+        (many - 1, above, True),
+        (many - 1, lower, False),
+    ]:
+        cell = rnnlib.LSTMCell(features=features)
+        form = rnnlib.fast.plan(cell, (rows, 3)).hidden
+        assert form.per_gate_forward == (ON_CPU and between), (rows, features)
+    rnn = rnnlib.RNN(rnnlib.LSTMCell(features=above + 1))
+    x = jax.ShapeDtypeStruct((many, 2, 3), jnp.float32)
+    variables = jax.eval_shape(rnn.init, jax.random.key(0), x)
+    assert _count(jax.make_jaxpr(rnn.apply)(variables, x).jaxpr, "dot_general") == (
+        (8, 0) if ON_CPU else (2, 0)
+    )
+
+
 @pytest.mark.parametrize(
     "cell_id, hoist",
     [("GRUCell", False), ("GRUCell", True), ("LSTMCell", False), ("LSTMCell-custom_fns", True)],
