@@ -59,3 +59,28 @@ def test_outputs_left_time_major_are_a_wrong_shape():
     feedback = check_hoisted_elman(time_major)
     assert not feedback
     assert "the outputs has shape (5, 2, 4); expected (2, 5, 4)" in str(feedback)
+
+
+def test_matmuls_counts_a_loop_nested_inside_a_call():
+    """``matmuls`` finds the first loop inside nested calls: wrapped in a ``jax.jit`` and a
+    ``jax.custom_jvp``, a two-matmul loop still counts (2, 0), and a matmul before it 1."""
+    import rnnlib
+    from rnnlib.exercises.speed import matmuls
+
+    def loop(w, xs):
+        step = lambda h, x: (jnp.tanh(x @ w + h @ w), h)  # noqa: E731
+        return jax.lax.scan(step, xs[0], xs)[1]
+
+    nested = jax.custom_jvp(loop)
+    nested.defjvp(lambda primals, tangents: (loop(*primals), loop(*primals)))
+    w, xs = jnp.ones((3, 3)), jnp.ones((5, 2, 3))
+    assert matmuls(jax.jit(nested), w, xs) == (2, 0)
+    assert matmuls(lambda w, xs: jax.jit(nested)(w, xs @ w), w, xs) == (2, 1)
+    assert matmuls(lambda w, xs: xs @ w, w, xs) == (0, 1)
+    # rnnlib's LSTM, whose loop sits inside its derivative rule on CPU, and without it
+    rnn = rnnlib.RNN(rnnlib.LSTMCell(features=4))
+    x = jax.ShapeDtypeStruct((2, 5, 3), jnp.float32)
+    variables = jax.eval_shape(rnn.init, jax.random.key(0), x)
+    assert matmuls(rnn.apply, variables, x) == (2, 0)
+    with rnnlib.fast.reference():
+        assert matmuls(rnn.apply, variables, x) == (2, 0)

@@ -25,11 +25,27 @@ def _count_dots(jaxpr) -> int:
     return count
 
 
+def _first_scan(jaxpr):
+    """The first scan equation in a jaxpr or the calls nested in it (a ``jit``, a
+    ``custom_jvp``), or None."""
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "scan":
+            return eqn
+        for value in eqn.params.values():
+            sub = getattr(value, "jaxpr", value)
+            found = _first_scan(sub) if hasattr(sub, "eqns") else None
+            if found is not None:
+                return found
+    return None
+
+
 def matmuls(fn, *args) -> tuple[int, int]:
-    """(matmuls inside the first scan's body, matmuls outside any scan) of ``fn(*args)``."""
+    """(matmuls inside the first scan's body, matmuls outside any scan) of ``fn(*args)``;
+    the first scan may sit inside nested calls, as an LSTM's loop does under its
+    derivative rule."""
     jaxpr = jax.make_jaxpr(fn)(*args).jaxpr
-    scans = [eqn for eqn in jaxpr.eqns if eqn.primitive.name == "scan"]
-    inside = _count_dots(scans[0].params["jaxpr"].jaxpr) if scans else 0
+    scan = _first_scan(jaxpr)
+    inside = _count_dots(scan.params["jaxpr"].jaxpr) if scan is not None else 0
     return inside, _count_dots(jaxpr)
 
 
