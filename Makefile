@@ -115,7 +115,7 @@ notebooks: env
 bench: env
 	$(PY) -m benchmarks.run
 
-# Issue 24's sweep over batch x width (benchmarks/README.md): 39 minutes on the idle 2-core machine.
+# Issue 24's sweep over batch x width (benchmarks/README.md): 35-44 minutes on the idle 2-core machine.
 bench-sweep: env
 	$(PY) -m benchmarks.sweep
 
