@@ -85,7 +85,7 @@ LINEN = {"flax.linen": AGAIN, OPTIMIZED: OPTIMIZED_AGAIN}
 LINEN_LETTER = {"flax.linen": "L", OPTIMIZED: "O"}
 
 # Sized so the full sweep fits in about an hour on an idle 2-core CPU machine (it took
-# 39 minutes there; README): 5 rounds as in --quick of benchmarks.run, 3 first calls (a
+# 35-44 minutes there; README): 5 rounds as in --quick of benchmarks.run, 3 first calls (a
 # median of 3 moves by about 10% between runs; the A/A copies show by how much at each
 # point), no memory analysis (a compilation per contender), and short calls timed until
 # 0.5 s instead of 1 s.
