@@ -132,11 +132,13 @@ PER_GATE_GRADIENT_MIN_SIZE = 2**14
 # On CPU, a GRU joins its gate kernels inside the step while one step has fewer rows
 # than this, and an LSTM wherever it does not run per gate (plan says why).
 GRU_JOINED_IN_STEP_MAX_ROWS = 63
-# On CPU, the forward pass of a GRU or an LSTM of these widths runs one matmul per gate
-# (features above the first number, up to the second; plan says why) ...
-PER_GATE_FORWARD_WIDTHS = {"GRUCell": (160, 480), "LSTMCell": (160, 416)}
-# ... but an LSTM whose step has at least this many rows only above this width.
-LSTM_MANY_ROWS, LSTM_MANY_ROWS_ABOVE = 64, 256
+# On CPU, the forward pass of a GRU or an LSTM of these widths runs one matmul per gate:
+# features above the first number, up to the second, in the band of the most rows per
+# step that one step reaches (plan says why).
+PER_GATE_FORWARD_WIDTHS = {
+    "GRUCell": {0: (160, 480)},
+    "LSTMCell": {0: (160, 416), 64: (256, 416)},
+}
 
 
 def _kind(cell) -> str:
@@ -215,7 +217,7 @@ def plan(cell, input_shape: Sequence[int]) -> Sides:
     1.15 at five of eight points) against 0.99-1.03 for one matmul per gate, and with
     64-128 rows 0.66-0.91 (one 1.15) against 0.97-1.00. Between those widths
     (``PER_GATE_FORWARD_WIDTHS``: a GRU above 160 features up to 480, an LSTM above 160
-    up to 416, and from 64 rows, ``LSTM_MANY_ROWS``, only above 256) a forward pass
+    up to 416, and from 64 rows only above 256) a forward pass
     runs one matmul per gate, flax.linen's program. The widths sweep
     (``benchmarks/results/sweep-widths.md``: 160-512 features at batch 8, 32 and 128,
     run when the LSTM's band started above 256 at every batch) read the GRU's forward
@@ -251,9 +253,8 @@ def plan(cell, input_shape: Sequence[int]) -> Sides:
         side = JOINED_IN_STEP
     else:
         side = Form(per_gate_gradient=size >= PER_GATE_GRADIENT_MIN_SIZE)
-    above, up_to = PER_GATE_FORWARD_WIDTHS[kind]
-    if kind == "LSTMCell" and rows >= LSTM_MANY_ROWS:
-        above = max(above, LSTM_MANY_ROWS_ABOVE)
+    bands = PER_GATE_FORWARD_WIDTHS[kind]
+    above, up_to = bands[max(fewest for fewest in bands if fewest <= rows)]
     if above < cell.features <= up_to and not side.per_gate:
         side = side._replace(per_gate_forward=True)
     return Sides(side, side)

@@ -3,7 +3,8 @@
 import jax
 import jax.numpy as jnp
 
-from rnnlib.exercises.speed import check_hoisted_elman
+import rnnlib
+from rnnlib.exercises.speed import check_hoisted_elman, matmuls
 
 
 def _run(step, h0, xs_time_major):
@@ -64,8 +65,6 @@ def test_outputs_left_time_major_are_a_wrong_shape():
 def test_matmuls_counts_a_loop_nested_inside_a_call():
     """``matmuls`` finds the first loop inside nested calls: wrapped in a ``jax.jit`` and a
     ``jax.custom_jvp``, a two-matmul loop still counts (2, 0), and a matmul before it 1."""
-    import rnnlib
-    from rnnlib.exercises.speed import matmuls
 
     def loop(w, xs):
         step = lambda h, x: (jnp.tanh(x @ w + h @ w), h)  # noqa: E731

@@ -617,17 +617,18 @@ GATES = {"GRUCell": 3, "LSTMCell": 4}
 def _per_gate_forward_widths(above, up_to):
     """Every GRU and LSTM with ``above < features <= up_to`` runs its forward pass gate
     by gate (on CPU)."""
-    widths = {kind: (above, up_to) for kind in rnnlib.fast.PER_GATE_FORWARD_WIDTHS}
+    widths = {kind: {0: (above, up_to)} for kind in rnnlib.fast.PER_GATE_FORWARD_WIDTHS}
     return mock.patch.dict(rnnlib.fast.PER_GATE_FORWARD_WIDTHS, widths)
 
 
 @pytest.mark.parametrize("cell_name", sorted(GATES))
 def test_the_forward_pass_runs_gate_by_gate_between_two_widths_on_cpu(cell_name):
-    """Above the first width of ``PER_GATE_FORWARD_WIDTHS`` and up to the second, the
+    """Above the first width of ``PER_GATE_FORWARD_WIDTHS``'s band for few rows (4 here)
+    and up to the second, the
     forward pass's loop on CPU holds one matmul per gate and side; at the widths
     around them it holds one per side. The training step's matmuls stay where they
     are: only the forward pass changes."""
-    above, up_to = rnnlib.fast.PER_GATE_FORWARD_WIDTHS[cell_name]
+    above, up_to = rnnlib.fast.PER_GATE_FORWARD_WIDTHS[cell_name][0]
     assert 0 < above < up_to
     k = GATES[cell_name]
 
@@ -652,12 +653,14 @@ def test_the_forward_pass_runs_gate_by_gate_between_two_widths_on_cpu(cell_name)
 
 
 def test_an_lstm_with_many_rows_runs_its_forward_pass_gate_by_gate_only_above_a_width():
-    """From ``LSTM_MANY_ROWS`` rows per step, an LSTM's forward pass stays fused up to
-    ``LSTM_MANY_ROWS_ABOVE`` features and runs gate by gate above it (on CPU); with one
-    row fewer the band starts lower, at ``PER_GATE_FORWARD_WIDTHS``."""
-    many, above = rnnlib.fast.LSTM_MANY_ROWS, rnnlib.fast.LSTM_MANY_ROWS_ABOVE
-    lower, up_to = rnnlib.fast.PER_GATE_FORWARD_WIDTHS["LSTMCell"]
-    assert lower < above < up_to
+    """An LSTM's second band of ``PER_GATE_FORWARD_WIDTHS`` starts at ``many`` rows per
+    step: from there its forward pass stays fused up to a higher width and runs gate by
+    gate above it (on CPU); with one row fewer the first band, which starts lower,
+    applies."""
+    bands = rnnlib.fast.PER_GATE_FORWARD_WIDTHS["LSTMCell"]
+    few, many = sorted(bands)
+    (lower, up_to), (above, many_up_to) = bands[few], bands[many]
+    assert few == 0 and lower < above < up_to == many_up_to
     for rows, features, between in [
         (many, above, False),
         (many, above + 1, True),

@@ -13,27 +13,31 @@ from rnnlib.rnn import RNN
 from rnnlib.simple import SimpleCell
 
 
+def _nested_jaxprs(eqn):
+    """The jaxprs an equation calls: a ``jit``'s, a ``custom_jvp``'s, a scan's body."""
+    for value in eqn.params.values():
+        sub = getattr(value, "jaxpr", value)  # a ClosedJaxpr holds its Jaxpr
+        if hasattr(sub, "eqns"):
+            yield sub
+
+
 def _count_dots(jaxpr) -> int:
     """dot_general equations in a jaxpr and the calls nested in it, not inside scans."""
     count = 0
     for eqn in jaxpr.eqns:
         count += eqn.primitive.name == "dot_general"
         if eqn.primitive.name != "scan":
-            for value in eqn.params.values():
-                sub = getattr(value, "jaxpr", value)
-                count += _count_dots(sub) if hasattr(sub, "eqns") else 0
+            count += sum(_count_dots(sub) for sub in _nested_jaxprs(eqn))
     return count
 
 
 def _first_scan(jaxpr):
-    """The first scan equation in a jaxpr or the calls nested in it (a ``jit``, a
-    ``custom_jvp``), or None."""
+    """The first scan equation in a jaxpr or the calls nested in it, or None."""
     for eqn in jaxpr.eqns:
         if eqn.primitive.name == "scan":
             return eqn
-        for value in eqn.params.values():
-            sub = getattr(value, "jaxpr", value)
-            found = _first_scan(sub) if hasattr(sub, "eqns") else None
+        for sub in _nested_jaxprs(eqn):
+            found = _first_scan(sub)
             if found is not None:
                 return found
     return None
