@@ -218,9 +218,10 @@ def _scan(cell, weights, carry, inputs, seq_lengths, unroll, hoist):
     input (see ``RNN.hoists_inputs`` for when each pays). With ``seq_lengths`` the
     loop also keeps, per sequence, the carry after its last valid step: an
     ``O(batch x features)`` select per step, instead of stacking every step's carry
-    and gathering afterwards. Where ``rnnlib.fast.runs_lstm_sequence`` says so (an LSTM on
-    CPU), the loop is ``rnnlib.fast.lstm_sequence``: the same numbers, with a derivative
-    rule of its own.
+    and gathering afterwards. Where ``rnnlib.fast.runs_lstm_sequence`` or
+    ``runs_gru_sequence`` says so (an LSTM or a GRU on CPU), the loop is
+    ``rnnlib.fast.lstm_sequence`` or ``gru_sequence``: the same numbers, with a
+    derivative rule of its own.
     """
     steps = inputs.shape[0]
     if hoist:
@@ -231,8 +232,11 @@ def _scan(cell, weights, carry, inputs, seq_lengths, unroll, hoist):
 
     carry = _promote_carry(cell, step, carry, inputs)
 
-    if seq_lengths is None and not hoist and fast.runs_lstm_sequence(cell, weights, carry, inputs):
-        return fast.lstm_sequence(weights, carry, inputs, unroll)
+    if seq_lengths is None and not hoist:
+        if fast.runs_lstm_sequence(cell, weights, carry, inputs):
+            return fast.lstm_sequence(weights, carry, inputs, unroll)
+        if fast.runs_gru_sequence(cell, weights, carry, inputs):
+            return fast.gru_sequence(weights, carry, inputs, unroll)
     if seq_lengths is None:
         return jax.lax.scan(step, carry, inputs, unroll=unroll)
 

@@ -114,12 +114,12 @@ def test_the_reference_path_has_no_custom_rules_and_the_numbers_of_the_fast_one(
     with rnnlib.fast.reference():
         reference = run(hoist=False), *program()
     assert reference[1] == 0
-    # On CPU the ConvLSTM's patches rule and the LSTM's whole-sequence rule are custom
-    # ones. Three sequences are few enough for the GRU to join its kernels inside the
-    # step on CPU, which needs no rule but is another program; the MGU computes gate by
-    # gate on every backend.
+    # On CPU the ConvLSTM's patches rule and the LSTM's and the GRU's whole-sequence rules
+    # are custom ones; the MGU computes gate by gate on every backend.
     assert (fast[1] > 0) == (
-        (ON_CPU and cell_id == "ConvLSTMCell-2d") or (LSTM_SEQUENCE and cell_id == "LSTMCell")
+        (ON_CPU and cell_id == "ConvLSTMCell-2d")
+        or (LSTM_SEQUENCE and cell_id == "LSTMCell")
+        or (GRU_SEQUENCE and cell_id == "GRUCell")
     )
     differs = (ON_CPU and cell_id in ("LSTMCell", "GRUCell", "ConvLSTMCell-2d")) or (
         cell_id.startswith("MGUCell")
@@ -336,6 +336,21 @@ def _no_lstm_sequence():
     return mock.patch.object(rnnlib.fast, "runs_lstm_sequence", lambda *args: False)
 
 
+# Where RNN runs a GRU with rnnlib.fast.gru_sequence: as for the LSTM.
+GRU_SEQUENCE = ON_CPU and rnnlib.fast.jax_transposes_gru_sequence()
+
+
+@pytest.mark.pinned_env
+def test_the_pinned_jax_takes_the_gru_sequence_rule():
+    assert rnnlib.fast.jax_transposes_gru_sequence()
+
+
+def _no_gru_sequence():
+    """No GRU runs its sequence with ``gru_sequence``, so the tests of the forms ``plan``
+    chooses for the GRU's gates see those forms."""
+    return mock.patch.object(rnnlib.fast, "runs_gru_sequence", lambda *args: False)
+
+
 @pytest.mark.skipif(not ON_CPU, reason="the per-gate form is chosen on CPU only")
 @pytest.mark.parametrize(
     "cell_id, batch, hoist",
@@ -475,7 +490,7 @@ def test_the_kernels_are_joined_inside_the_step_on_cpu(cell_name, below, at, joi
     assert rnnlib.fast.plan(rnn.cell, (below, 6)).hidden.joined_in_step == ON_CPU
     assert not rnnlib.fast.plan(rnn.cell, (at, 6)).input.joined_in_step
     joins = 3 if cell_name == "LSTMCell" else 4
-    with _no_lstm_sequence():
+    with _no_lstm_sequence(), _no_gru_sequence():
         (joined, joined_cut), (fused, fused_cut) = program(below), program(at)
     if ON_CPU:
         assert fused == (0, joins_at)
@@ -572,7 +587,8 @@ def test_a_per_gate_gradient_cell_matches_flax_in_value_and_gradient(cell_name):
     cell = getattr(rnnlib, cell_name)(features=128)
     assert rnnlib.fast.plan(cell, (128, 3)).hidden.per_gate_gradient == ON_CPU
     assert not rnnlib.fast.plan(cell, (127, 3)).hidden.per_gate_gradient
-    _assert_loss_and_gradients_close(rnn, flax_rnn, variables, x)
+    with _no_gru_sequence():  # the per-gate gradient, not the whole-sequence rule
+        _assert_loss_and_gradients_close(rnn, flax_rnn, variables, x)
 
 
 @pytest.mark.parametrize(
@@ -599,7 +615,8 @@ def test_the_kernel_gradients_are_taken_per_gate_from_two_to_the_14_on_cpu(
     def loss(v):
         return jnp.sum(rnn.apply(v, jnp.ones(x.shape)))
 
-    jaxpr = jax.make_jaxpr(jax.grad(loss))(variables).jaxpr
+    with _no_gru_sequence():  # the forms plan chooses, not the whole-sequence rule
+        jaxpr = jax.make_jaxpr(jax.grad(loss))(variables).jaxpr
     if not ON_CPU:
         backward, after = 3, 0
     inside, outside = _count(jaxpr, "dot_general")
@@ -787,7 +804,8 @@ def test_a_small_cells_gradient_leaves_its_fused_arrays_by_matmul_not_by_slices(
         cut = sum(len(e.outvars) for e in eqns if e.primitive.name in ("split", "slice"))
         return sum(e.primitive.name == "dot_general" for e in eqns), cut
 
-    with _no_joins():  # batch 8 would join the kernels inside the step instead
+    # batch 8 would join the kernels inside the step instead; the forms, not rule 8
+    with _no_joins(), _no_gru_sequence():
         joined, cut = after_the_loop()
         with mock.patch.object(rnnlib.fast, "join_by_matmul", return_value=False):
             plain, plain_cut = after_the_loop()
@@ -880,12 +898,16 @@ def _sequence_derivatives(cell, variables, x, carry, unroll=1):
     return jax.jit(everything)(variables, x, carry)
 
 
-def _takes_lstm_sequence(rnn, variables, x, **kwargs) -> bool:
-    """Whether ``rnn`` runs its sequence with the whole-sequence rule."""
-    spy = mock.patch.object(rnnlib.fast, "lstm_sequence", wraps=rnnlib.fast.lstm_sequence)
-    with spy as rule:
+def _takes_lstm_sequence(rnn, variables, x, *, rule="lstm_sequence", **kwargs) -> bool:
+    """Whether ``rnn`` runs its sequence with the whole-sequence rule ``rule``."""
+    spy = mock.patch.object(rnnlib.fast, rule, wraps=getattr(rnnlib.fast, rule))
+    with spy as called:
         jax.make_jaxpr(lambda v, x: rnn.apply(v, x, **kwargs))(variables, x)
-    return rule.called
+    return called.called
+
+
+def _takes_gru_sequence(rnn, variables, x, **kwargs) -> bool:
+    return _takes_lstm_sequence(rnn, variables, x, rule="gru_sequence", **kwargs)
 
 
 @pytest.mark.parametrize(
@@ -982,3 +1004,98 @@ def test_the_lstm_sequence_rule_with_a_per_gate_forward_agrees_to_the_second_ord
     with rnnlib.fast.reference():
         reference = _sequence_derivatives(cell, variables, x, carry)
     assert_close(per_gate, reference, terms=_rnn_terms(cell, x))
+
+
+# ---------------------------------------------------------------------------
+# A GRU's whole sequence with its kernel gradients after the loop (rnnlib.fast.gru_sequence)
+
+
+@pytest.mark.parametrize("batch, unroll", [((2, 3), 1), ((5,), 3), ((), 2)])
+def test_the_gru_sequence_rule_and_reference_agree_to_the_second_order(batch, unroll):
+    """Outputs, final carry, gradients (variables, inputs, initial carry), a JVP in all
+    three and a Hessian-vector product, from a random initial carry."""
+    cell = rnnlib.GRUCell(features=4)
+    x = sequence_input(0, batch, TIME, (3,))
+    variables = rnnlib.RNN(cell).init(jax.random.key(0), x)
+    carry = random_array(1, batch + (4,), jnp.float32)
+    assert _takes_gru_sequence(rnnlib.RNN(cell), variables, x) == GRU_SEQUENCE
+    fast = _sequence_derivatives(cell, variables, x, carry, unroll)
+    with rnnlib.fast.reference():
+        assert not _takes_gru_sequence(rnnlib.RNN(cell), variables, x)
+        reference = _sequence_derivatives(cell, variables, x, carry, unroll)
+    assert_close(fast, reference, terms=_rnn_terms(cell, x))
+
+
+@pytest.mark.parametrize("batch", [(2, 3), ()])
+def test_the_gru_sequence_rule_with_a_per_gate_forward_agrees_to_the_second_order(batch):
+    """The rule whose forward loop runs gate by gate (every width, by patch) against the
+    reference path."""
+    cell = rnnlib.GRUCell(features=4)
+    x = sequence_input(0, batch, TIME, (3,))
+    variables = rnnlib.RNN(cell).init(jax.random.key(0), x)
+    carry = random_array(1, batch + (4,), jnp.float32)
+    with _per_gate_forward_widths(0, 2**30):
+        assert _takes_gru_sequence(rnnlib.RNN(cell), variables, x) == GRU_SEQUENCE
+        per_gate = _sequence_derivatives(cell, variables, x, carry)
+    with rnnlib.fast.reference():
+        reference = _sequence_derivatives(cell, variables, x, carry)
+    assert_close(per_gate, reference, terms=_rnn_terms(cell, x))
+
+
+@pytest.mark.skipif(not GRU_SEQUENCE, reason="the whole-sequence rule is not taken here")
+def test_the_gru_sequence_rule_takes_the_kernel_gradients_after_the_backward_loop():
+    """The forward loop holds two matmuls (inputs and hidden state), the backward loop
+    one (the hidden side's cotangent back to ``h``); each side's kernel gradient is one
+    matmul after it. Differentiated by JAX, the backward loop holds all three."""
+    rnn = rnnlib.RNN(rnnlib.GRUCell(features=8))
+    x = jax.ShapeDtypeStruct((4, 5, 6), jnp.float32)
+    variables = jax.eval_shape(rnn.init, jax.random.key(0), x)
+
+    def program():
+        loss = lambda v: jnp.sum(rnn.apply(v, jnp.ones(x.shape)))  # noqa: E731
+        return _count(jax.make_jaxpr(jax.grad(loss))(variables).jaxpr, "dot_general")
+
+    with mock.patch.object(rnnlib.fast, "join_by_matmul", return_value=False):
+        assert program() == (2 + 1, 2)
+        with _no_gru_sequence(), _no_joins():
+            assert program() == (2 + 3, 0)
+
+
+@pytest.mark.skipif(not GRU_SEQUENCE, reason="the whole-sequence rule is not taken here")
+def test_the_gru_sequence_rule_is_left_where_its_equations_or_loop_differ():
+    """Only rnnlib's own GRU with its default gate functions and dtype, in float32, with
+    the projection in the loop and no seq_lengths; everything else runs ``step``."""
+    x = sequence_input(0, (3,), TIME, (2,))
+
+    class Subclass(rnnlib.GRUCell):
+        pass
+
+    def takes(cell, x=x, **kwargs):
+        rnn = rnnlib.RNN(cell, **{k: kwargs.pop(k) for k in ("hoist_inputs",) if k in kwargs})
+        variables = rnnlib.RNN(cell).init(jax.random.key(0), x)
+        return _takes_gru_sequence(rnn, variables, x, **kwargs)
+
+    assert takes(rnnlib.GRUCell(features=4))
+    assert takes(rnnlib.GRUCell(features=4), return_carry=True)
+    assert not takes(rnnlib.GRUCell(features=4), hoist_inputs=True)
+    assert not takes(
+        rnnlib.GRUCell(features=4), seq_lengths=jnp.array([1, 2, 3]), return_carry=True
+    )
+    assert not takes(rnnlib.GRUCell(features=4, gate_fn=jax.nn.hard_sigmoid))
+    assert not takes(rnnlib.GRUCell(features=4, activation_fn=jax.nn.relu))
+    assert not takes(rnnlib.GRUCell(features=4, dtype=jnp.bfloat16))
+    assert not takes(rnnlib.GRUCell(features=4, param_dtype=jnp.bfloat16))
+    assert not takes(rnnlib.GRUCell(features=4), x=x.astype(jnp.bfloat16))
+    assert not takes(Subclass(features=4))
+    assert not takes(rnnlib.MGUCell(features=4))
+    assert not takes(rnnlib.LSTMCell(features=4))
+
+
+def test_a_gru_sequence_matches_flax_in_value_and_gradient():
+    """No patched threshold: 16 sequences of 12 steps, 32 features, against flax.linen's
+    GRU (the whole-sequence rule on CPU, the fused form elsewhere)."""
+    flax_rnn, rnn = (lib.RNN(lib.GRUCell(features=32)) for lib in (nn, rnnlib))
+    x = random_array(0, (16, 12, 8), jnp.float32)
+    variables = flax_rnn.init(jax.random.key(0), x)
+    assert _takes_gru_sequence(rnn, variables, x) == GRU_SEQUENCE
+    _assert_loss_and_gradients_close(rnn, flax_rnn, variables, x)
