@@ -381,8 +381,12 @@ def _joined(kernels: Sequence, biases: Sequence, join):
     kernel = join(kernels)
     if all(b is None for b in biases):
         return kernel, None
-    zeros = [jnp.zeros(w.shape[-1:], w.dtype) if b is None else b for w, b in zip(kernels, biases)]
-    return kernel, join(zeros)
+    return kernel, join(_zero_filled(kernels, biases))
+
+
+def _zero_filled(kernels: Sequence, biases: Sequence) -> list:
+    """``biases`` with zeros (one per output feature) where a layer has none."""
+    return [jnp.zeros(w.shape[-1:], w.dtype) if b is None else b for w, b in zip(kernels, biases)]
 
 
 # On CPU, join_gates takes its derivative by matmuls while they cost at most this many
@@ -798,10 +802,7 @@ def _lstm_jvp(unroll, per_gate, primals, tangents):
     w_i, w_h, b = _join_sides(i_kernels, h_kernels, h_biases)
     dw_i = _joined_tangent(di_kernels, i_kernels)
     dw_h = _joined_tangent(dh_kernels, h_kernels)
-    biases = [
-        jnp.zeros(w.shape[-1:], w.dtype) if c is None else c for w, c in zip(h_kernels, h_biases)
-    ]
-    db = None if b is None else _joined_tangent(dh_biases, biases)
+    db = None if b is None else _joined_tangent(dh_biases, _zero_filled(h_kernels, h_biases))
     final, (ys, c_in, h_in, i, f, g, o, tanh_c) = _lstm_loop(
         unroll, _joined_pre_activations(w_i, w_h, b), xs, carry, keep=True
     )
@@ -812,9 +813,7 @@ def _lstm_jvp(unroll, per_gate, primals, tangents):
     terms += [_rows(xs) @ dw_i] if dw_i is not None else []
     terms += [_rows(dxs) @ w_i] if not _zero(dxs) else []
     terms += [db] if db is not None else []
-    shape = xs.shape[:-1] + w_h.shape[-1:]
-    total = functools.reduce(jnp.add, terms) if terms else jnp.zeros((), xs.dtype)
-    outside = jnp.broadcast_to(total, (math.prod(shape[:-1]), shape[-1])).reshape(shape)
+    outside = _outside_the_loop(terms, xs.shape[:-1] + w_h.shape[-1:], xs.dtype)
     dcarry = jax.tree_util.tree_map(
         lambda t, a: jnp.zeros_like(a) if _zero(t) else t, dcarry, carry, is_leaf=_zero
     )
@@ -831,6 +830,13 @@ def _lstm_jvp(unroll, per_gate, primals, tangents):
 
     dfinal, d_ys = lax.scan(step, dcarry, (outside, c_in, i, f, g, o, tanh_c), unroll=unroll)
     return (final, ys), (dfinal, d_ys)
+
+
+def _outside_the_loop(terms, shape, dtype):
+    """The sum of ``terms`` (matmuls over every step's rows, or a bias) as one array of
+    ``shape``, ``(T, *rows, features)``: zeros where there are none."""
+    total = functools.reduce(jnp.add, terms) if terms else jnp.zeros((), dtype)
+    return jnp.broadcast_to(total, (math.prod(shape[:-1]), shape[-1])).reshape(shape)
 
 
 def _zero(t) -> bool:
@@ -921,50 +927,51 @@ def _gru_loop(unroll, pre_activations, xs, h, keep: bool):
     return lax.scan(step, h, xs, unroll=unroll)
 
 
-def _gru_pre_activations(i_kernels, i_biases, h_kernels, h_biases, per_gate: bool):
-    """``pre_activations(x, h)`` for ``_gru_loop``: one matmul per side of the joined
-    kernels, or (``per_gate``) one per gate and side."""
-    if per_gate:
-        i_layers, h_layers = tuple(zip(i_kernels, i_biases)), tuple(zip(h_kernels, h_biases))
-        return lambda x, h: (
-            tuple(affine(x, w, b) for w, b in i_layers),
-            tuple(affine(h, w, b) for w, b in h_layers),
-        )
+def _gru_joined(i_kernels, i_biases, h_kernels, h_biases):
+    """The GRU's joined ``(w_i, b_i, w_h, b_h)`` from its per-gate layers."""
     join = functools.partial(jnp.concatenate, axis=-1)
-    w_i, b_i = _joined(i_kernels, i_biases, join)
-    w_h, b_h = _joined(h_kernels, h_biases, join)
+    return (*_joined(i_kernels, i_biases, join), *_joined(h_kernels, h_biases, join))
+
+
+def _joined_gru_pre_activations(w_i, b_i, w_h, b_h):
+    """``pre_activations(x, h)`` for ``_gru_loop``: one matmul per side."""
     return lambda x, h: (
         jnp.split(affine(x, w_i, b_i), 3, axis=-1),
         jnp.split(affine(h, w_h, b_h), 3, axis=-1),
     )
 
 
+def _per_gate_gru_pre_activations(i_kernels, i_biases, h_kernels, h_biases):
+    """``pre_activations(x, h)`` for ``_gru_loop``: one matmul per gate and side."""
+    i_layers, h_layers = tuple(zip(i_kernels, i_biases)), tuple(zip(h_kernels, h_biases))
+    return lambda x, h: (
+        tuple(affine(x, w, b) for w, b in i_layers),
+        tuple(affine(h, w, b) for w, b in h_layers),
+    )
+
+
 @functools.partial(jax.custom_jvp, nondiff_argnums=(0, 1))
 def _gru(unroll, per_gate, i_kernels, i_biases, h_kernels, h_biases, xs, h):
     layers = (i_kernels, i_biases, h_kernels, h_biases)
-    return _gru_loop(unroll, _gru_pre_activations(*layers, per_gate), xs, h, keep=False)
+    if per_gate:
+        pre_activations = _per_gate_gru_pre_activations(*layers)
+    else:
+        pre_activations = _joined_gru_pre_activations(*_gru_joined(*layers))
+    return _gru_loop(unroll, pre_activations, xs, h, keep=False)
 
 
 def _gru_jvp(unroll, per_gate, primals, tangents):
     # The derivative always runs the joined loop, whatever the forward pass runs.
     i_kernels, i_biases, h_kernels, h_biases, xs, h = primals
     di_kernels, di_biases, dh_kernels, dh_biases, dxs, dh = tangents
-    layers = (i_kernels, i_biases, h_kernels, h_biases)
+    w_i, b_i, w_h, b_h = _gru_joined(i_kernels, i_biases, h_kernels, h_biases)
     final, (ys, h_in, r, z, n, u_n) = _gru_loop(
-        unroll, _gru_pre_activations(*layers, False), xs, h, keep=True
+        unroll, _joined_gru_pre_activations(w_i, b_i, w_h, b_h), xs, h, keep=True
     )
-    w_i = jnp.concatenate(i_kernels, axis=-1)
-    w_h = jnp.concatenate(h_kernels, axis=-1)
-
-    def biases(kernels, biases):
-        return [
-            jnp.zeros(w.shape[-1:], w.dtype) if b is None else b for w, b in zip(kernels, biases)
-        ]
-
     dw_i = _joined_tangent(di_kernels, i_kernels)
     dw_h = _joined_tangent(dh_kernels, h_kernels)
-    db_i = _joined_tangent(di_biases, biases(i_kernels, i_biases))
-    db_h = _joined_tangent(dh_biases, biases(h_kernels, h_biases))
+    db_i = _joined_tangent(di_biases, _zero_filled(i_kernels, i_biases))
+    db_h = _joined_tangent(dh_biases, _zero_filled(h_kernels, h_biases))
     # Every term of the gates' tangents that does not come from the step before, one
     # matmul each over every step's rows: the input side's (d_a) and the hidden side's
     # (d_u), kept apart for the candidate's gated hidden term.
@@ -974,13 +981,6 @@ def _gru_jvp(unroll, per_gate, primals, tangents):
     hidden_terms = [_rows(h_in) @ dw_h] if dw_h is not None else []
     hidden_terms += [db_h] if db_h is not None else []
     shape = xs.shape[:-1] + w_h.shape[-1:]
-
-    def outside(terms):
-        if not terms:
-            return jnp.zeros(shape, xs.dtype)
-        total = functools.reduce(jnp.add, terms)
-        return jnp.broadcast_to(total, (math.prod(shape[:-1]), shape[-1])).reshape(shape)
-
     dh = jnp.zeros_like(h) if _zero(dh) else dh
 
     def step(dh, t):
@@ -998,7 +998,8 @@ def _gru_jvp(unroll, per_gate, primals, tangents):
         dh = (d_n - z * d_n) + (d_z * h - d_z * n) + z * dh
         return dh, dh
 
-    residuals = (outside(input_terms), outside(hidden_terms), h_in, r, z, n, u_n)
+    outside = [_outside_the_loop(t, shape, xs.dtype) for t in (input_terms, hidden_terms)]
+    residuals = (*outside, h_in, r, z, n, u_n)
     dfinal, d_ys = lax.scan(step, dh, residuals, unroll=unroll)
     return (final, ys), (dfinal, d_ys)
 
