@@ -19,8 +19,9 @@ LSTM): its ratio to the original is that point's A/A range, what the machine's n
 alone makes of one program against itself.
 
 What it writes to ``--out`` (default ``benchmarks/results``): ``<name>.json`` with
-every measurement, ``<name>.md`` with issue 24's targets and one ratio table per cell,
-mode and input width, and ``<name>.png``, the heat map of rnnlib / linen over the grid.
+every measurement, ``<name>.md`` with issue 24's targets, the run's noise (``run_noise``)
+and one ratio table per cell, mode and input width, and ``<name>.png``, the heat map of
+rnnlib / linen over the grid.
 Benchmarks are not tests: nothing here asserts a time.
 """
 
@@ -234,6 +235,55 @@ def targets(report: dict) -> list[Target]:
     return out
 
 
+@dataclasses.dataclass(frozen=True)
+class RunNoise:
+    """One mode and measure over a whole run: the A/A ratios of every point (each linen
+    copy over its original) next to rnnlib / linen, and how many points would miss
+    against the run's noise rather than each point's own."""
+
+    aa: tuple[float, float, float]  # lowest, 95th percentile, highest
+    aa_spread: tuple[float, float, float]  # 10th percentile, median, 90th percentile
+    ratio_spread: tuple[float, float, float]  # the same of rnnlib / linen
+    misses: tuple[int, int, int]  # against each point's range, the 95th percentile, the top
+
+
+def _percentile(values, q):
+    """The ``q``-th percentile of ``values``, linear between the two nearest ranks."""
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * q / 100
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def run_noise(report: dict, mode: str, key: str = "median_s") -> RunNoise | None:
+    """The run's noise in ``mode`` for ``key`` (``None`` where no point has an A/A copy).
+
+    A point's A/A range is one sample per linen cell of what the machine's noise does
+    to a ratio, so two equal programs land above it about as often as below it. Over
+    all the run's points, the A/A ratios show how far that noise reaches."""
+    pairs = _comparisons(report, mode, key)
+    aa = [a for _, c in pairs if c.aa for a in c.aa]
+    if not aa:
+        return None
+    ratios = [c.ratio for _, c in pairs]
+    top, p95 = max(aa), _percentile(aa, 95)
+
+    def spread(values):
+        return tuple(_percentile(values, q) for q in (10, 50, 90))
+
+    return RunNoise(
+        aa=(min(aa), p95, top),
+        aa_spread=spread(aa),
+        ratio_spread=spread(ratios),
+        misses=(
+            sum(not c.met for _, c in pairs),
+            sum(c.ratio > max(1.0, p95) for _, c in pairs),
+            sum(c.ratio > max(1.0, top) for _, c in pairs),
+        ),
+    )
+
+
 def _fmt(value):
     return "n/a" if value is None else f"{value:.2f}"
 
@@ -325,6 +375,7 @@ def markdown(report: dict) -> str:
                 geos.append(f"{cell} {geo:.2f}")
         lines.append(f"Geometric mean per cell, {TITLES[mode]}: {', '.join(geos)}  ")
     lines.append("")
+    lines += _noise_section(report)
 
     dense, conv = _panels(report)
     for measure_key, heading in (("median_s", "Running time"), ("first_call_s", "First calls")):
@@ -358,6 +409,46 @@ def markdown(report: dict) -> str:
                     lines.append(f"| {point['label']} | " + " | ".join(row) + " |")
             lines.append("")
     return "\n".join(lines)
+
+
+def _noise_section(report) -> list[str]:
+    rows = []
+    for key, what in (("median_s", "running time"), ("first_call_s", "first calls")):
+        for mode in ("train", "forward"):
+            noise = run_noise(report, mode, key)
+            if noise is None:
+                continue
+            low, p95, top = noise.aa
+            spreads = [
+                f"{middle:.2f} ({q10:.2f}-{q90:.2f})"
+                for q10, middle, q90 in (noise.aa_spread, noise.ratio_spread)
+            ]
+            rows.append(
+                f"| {what}, {TITLES[mode]} | {low:.2f}-{top:.2f} (95% at most {p95:.2f}) | "
+                + " | ".join(spreads)
+                + " | "
+                + " / ".join(str(m) for m in noise.misses)
+                + " |"
+            )
+    if not rows:
+        return []
+    return [
+        "## The run's noise",
+        "",
+        "Each point's A/A range is one sample (two for the LSTM) of what this machine's noise "
+        "does to a ratio: between two equal programs, rnnlib / linen lands above it about as "
+        "often as below it. Over every point of the run, the A/A ratios reach as far as "
+        "this table shows, with the median and the 10th-90th percentiles of the A/A "
+        "ratios and of rnnlib / linen. The last column counts the points above 1.0 and "
+        "above, in turn, their own A/A range (the targets above), the 95th percentile of "
+        "the run's A/A ratios, and the highest of them.",
+        "",
+        "| measure, mode | A/A over the run | A/A: median (10th-90th) | "
+        "rnnlib / linen: median (10th-90th) | misses: own range / 95th percentile / highest |",
+        "|---|---|---|---|---|",
+        *rows,
+        "",
+    ]
 
 
 # The heat map's colours run from 1 / RANGE (darkest blue) to RANGE (darkest red).

@@ -222,6 +222,49 @@ def test_the_markdown_has_one_table_per_cell_mode_and_input_width(tmp_path):
     assert "| (2) geometric mean over the grid (LSTM and GRU), forward + backward | 0.62 |" in text
 
 
+def _noisy_report():
+    # 21 GRU points whose linen copies read 1.00, 1.01, ..., 1.20 of their originals: the
+    # run's A/A ratios reach 1.20, and 95% of them 1.19 (between 1.19 and 1.20, at 19.0).
+    # rnnlib reads 0.9 of linen's time except at the first three points: 1.10 (above its
+    # point's 1.00 only), 1.195 (above the 95th percentile too) and 1.25 (above all).
+    ratios = {0: 1.10, 1: 1.195, 2: 1.25}
+    points = [
+        _point("GRU", 8, 32 * (k + 1), 16, _times(ratios.get(k, 0.9), again=1 + k / 100))
+        for k in range(21)
+    ]
+    return _report(points)
+
+
+def test_the_runs_noise_counts_misses_against_each_points_range_and_the_whole_runs():
+    noise = sweep.run_noise(_noisy_report(), "train")
+    assert noise.aa == pytest.approx((1.00, 1.19, 1.20))
+    assert noise.aa_spread == pytest.approx((1.02, 1.10, 1.18))
+    assert noise.ratio_spread[1] == pytest.approx(0.9)
+    assert noise.misses == (3, 2, 1)
+
+
+def test_the_runs_noise_is_none_without_a_a_copies():
+    point = _point("GRU", 8, 32, 16, {"rnnlib": _entry(0.5), "flax.linen": _entry(1.0)})
+    assert sweep.run_noise(_report([point]), "train") is None
+    assert "## The run's noise" not in sweep.markdown(_report([point]))
+
+
+def test_the_markdown_shows_the_runs_noise_next_to_the_targets():
+    text = sweep.markdown(_noisy_report())
+    assert "## The run's noise" in text
+    row = (
+        "| running time, forward + backward (jax.grad) | 1.00-1.20 (95% at most 1.19) | "
+        "1.10 (1.02-1.18) | 0.90 (0.90-1.10) | 3 / 2 / 1 |"
+    )
+    assert row in text
+
+
+def test_a_percentile_lies_between_the_two_nearest_ranks():
+    assert sweep._percentile([4.0, 1.0, 3.0, 2.0], 50) == pytest.approx(2.5)
+    assert sweep._percentile([1.0, 2.0], 0) == 1.0
+    assert sweep._percentile([1.0, 2.0], 100) == 2.0
+
+
 def test_the_heat_map_is_written_from_a_report(tmp_path):
     path = tmp_path / "sweep.png"
     sweep.plot(_lstm_and_conv_report(), path)
