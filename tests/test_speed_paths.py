@@ -948,33 +948,48 @@ def test_the_lstm_sequence_rule_takes_the_kernel_gradients_after_the_backward_lo
         assert program() == (2 + 3, 0)
 
 
-@pytest.mark.skipif(not LSTM_SEQUENCE, reason="the whole-sequence rule is not taken here")
-def test_the_lstm_sequence_rule_is_left_where_its_equations_or_loop_differ():
-    """Only rnnlib's own LSTM with its default gate functions and dtype, in float32, with
-    the projection in the loop and no seq_lengths; everything else runs ``step``."""
-    x = sequence_input(0, (3,), TIME, (2,))
+def _not_taken_here(taken: bool):
+    return pytest.mark.skipif(not taken, reason="the whole-sequence rule is not taken here")
 
-    class Subclass(rnnlib.LSTMCell):
+
+@pytest.mark.parametrize(
+    "cell_name, rule, others",
+    [
+        pytest.param(
+            "LSTMCell", "lstm_sequence", ("GRUCell",), marks=_not_taken_here(LSTM_SEQUENCE)
+        ),
+        pytest.param(
+            "GRUCell", "gru_sequence", ("MGUCell", "LSTMCell"), marks=_not_taken_here(GRU_SEQUENCE)
+        ),
+    ],
+)
+def test_a_sequence_rule_is_left_where_its_equations_or_loop_differ(cell_name, rule, others):
+    """Only rnnlib's own LSTM (or GRU) with its default gate functions and dtype, in
+    float32, with the projection in the loop and no seq_lengths; everything else, other
+    cells included, runs ``step``."""
+    x = sequence_input(0, (3,), TIME, (2,))
+    cell_class = getattr(rnnlib, cell_name)
+
+    class Subclass(cell_class):
         pass
 
     def takes(cell, x=x, **kwargs):
         rnn = rnnlib.RNN(cell, **{k: kwargs.pop(k) for k in ("hoist_inputs",) if k in kwargs})
         variables = rnnlib.RNN(cell).init(jax.random.key(0), x)
-        return _takes_lstm_sequence(rnn, variables, x, **kwargs)
+        return _takes_lstm_sequence(rnn, variables, x, rule=rule, **kwargs)
 
-    assert takes(rnnlib.LSTMCell(features=4))
-    assert takes(rnnlib.LSTMCell(features=4), return_carry=True)
-    assert not takes(rnnlib.LSTMCell(features=4), hoist_inputs=True)
-    assert not takes(
-        rnnlib.LSTMCell(features=4), seq_lengths=jnp.array([1, 2, 3]), return_carry=True
-    )
-    assert not takes(rnnlib.LSTMCell(features=4, gate_fn=jax.nn.hard_sigmoid))
-    assert not takes(rnnlib.LSTMCell(features=4, activation_fn=jax.nn.relu))
-    assert not takes(rnnlib.LSTMCell(features=4, dtype=jnp.bfloat16))
-    assert not takes(rnnlib.LSTMCell(features=4, param_dtype=jnp.bfloat16))
-    assert not takes(rnnlib.LSTMCell(features=4), x=x.astype(jnp.bfloat16))
+    assert takes(cell_class(features=4))
+    assert takes(cell_class(features=4), return_carry=True)
+    assert not takes(cell_class(features=4), hoist_inputs=True)
+    assert not takes(cell_class(features=4), seq_lengths=jnp.array([1, 2, 3]), return_carry=True)
+    assert not takes(cell_class(features=4, gate_fn=jax.nn.hard_sigmoid))
+    assert not takes(cell_class(features=4, activation_fn=jax.nn.relu))
+    assert not takes(cell_class(features=4, dtype=jnp.bfloat16))
+    assert not takes(cell_class(features=4, param_dtype=jnp.bfloat16))
+    assert not takes(cell_class(features=4), x=x.astype(jnp.bfloat16))
     assert not takes(Subclass(features=4))
-    assert not takes(rnnlib.GRUCell(features=4))
+    for other in others:
+        assert not takes(getattr(rnnlib, other)(features=4))
 
 
 def test_an_lstm_sequence_matches_flax_in_value_and_gradient():
@@ -1059,36 +1074,6 @@ def test_the_gru_sequence_rule_takes_the_kernel_gradients_after_the_backward_loo
         assert program() == (2 + 1, 2)
         with _no_gru_sequence(), _no_joins():
             assert program() == (2 + 3, 0)
-
-
-@pytest.mark.skipif(not GRU_SEQUENCE, reason="the whole-sequence rule is not taken here")
-def test_the_gru_sequence_rule_is_left_where_its_equations_or_loop_differ():
-    """Only rnnlib's own GRU with its default gate functions and dtype, in float32, with
-    the projection in the loop and no seq_lengths; everything else runs ``step``."""
-    x = sequence_input(0, (3,), TIME, (2,))
-
-    class Subclass(rnnlib.GRUCell):
-        pass
-
-    def takes(cell, x=x, **kwargs):
-        rnn = rnnlib.RNN(cell, **{k: kwargs.pop(k) for k in ("hoist_inputs",) if k in kwargs})
-        variables = rnnlib.RNN(cell).init(jax.random.key(0), x)
-        return _takes_gru_sequence(rnn, variables, x, **kwargs)
-
-    assert takes(rnnlib.GRUCell(features=4))
-    assert takes(rnnlib.GRUCell(features=4), return_carry=True)
-    assert not takes(rnnlib.GRUCell(features=4), hoist_inputs=True)
-    assert not takes(
-        rnnlib.GRUCell(features=4), seq_lengths=jnp.array([1, 2, 3]), return_carry=True
-    )
-    assert not takes(rnnlib.GRUCell(features=4, gate_fn=jax.nn.hard_sigmoid))
-    assert not takes(rnnlib.GRUCell(features=4, activation_fn=jax.nn.relu))
-    assert not takes(rnnlib.GRUCell(features=4, dtype=jnp.bfloat16))
-    assert not takes(rnnlib.GRUCell(features=4, param_dtype=jnp.bfloat16))
-    assert not takes(rnnlib.GRUCell(features=4), x=x.astype(jnp.bfloat16))
-    assert not takes(Subclass(features=4))
-    assert not takes(rnnlib.MGUCell(features=4))
-    assert not takes(rnnlib.LSTMCell(features=4))
 
 
 def test_a_gru_sequence_matches_flax_in_value_and_gradient():
