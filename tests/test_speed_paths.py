@@ -318,37 +318,39 @@ def _no_joins():
     return mock.patch.object(rnnlib.fast, "GRU_JOINED_IN_STEP_MAX_ROWS", 0)
 
 
-# Where RNN runs an LSTM with rnnlib.fast.lstm_sequence: on CPU, with a JAX that can take
-# its gradient (jax 0.4.30 cannot; rnnlib then keeps rules 1 and 5).
+# Where RNN runs an LSTM or a GRU with its whole-sequence rule (rnnlib.fast.lstm_sequence,
+# gru_sequence): on CPU, with a JAX that can take the rule's gradient (jax 0.4.30 cannot;
+# rnnlib then keeps the forms plan chooses).
 LSTM_SEQUENCE = ON_CPU and rnnlib.fast.jax_transposes_lstm_sequence()
+GRU_SEQUENCE = ON_CPU and rnnlib.fast.jax_transposes_gru_sequence()
+# Each cell's rule, and whether this machine and JAX take it.
+SEQUENCE_RULES = {
+    "LSTMCell": ("lstm_sequence", LSTM_SEQUENCE),
+    "OptimizedLSTMCell": ("lstm_sequence", LSTM_SEQUENCE),
+    "GRUCell": ("gru_sequence", GRU_SEQUENCE),
+}
 
 
 @pytest.mark.pinned_env
-def test_the_pinned_jax_takes_the_lstm_sequence_rule():
-    """The check that decides where the rule applies must not fail on the versions the
-    book pins (older ones may fall back)."""
-    assert rnnlib.fast.jax_transposes_lstm_sequence()
+@pytest.mark.parametrize("rule", ["lstm_sequence", "gru_sequence"])
+def test_the_pinned_jax_takes_the_whole_sequence_rules(rule):
+    """The check that decides where a rule applies must not fail on the versions the book
+    pins (older ones may fall back)."""
+    assert getattr(rnnlib.fast, f"jax_transposes_{rule}")()
+
+
+def _no_sequence_rule(rule):
+    """No cell runs its sequence with ``rule``, so the tests of the forms ``plan`` chooses
+    for the gates see those forms."""
+    return mock.patch.object(rnnlib.fast, f"runs_{rule}", lambda *args: False)
 
 
 def _no_lstm_sequence():
-    """No LSTM runs its sequence with ``lstm_sequence``, so the tests of the forms ``plan``
-    chooses for the LSTM's gates see those forms."""
-    return mock.patch.object(rnnlib.fast, "runs_lstm_sequence", lambda *args: False)
-
-
-# Where RNN runs a GRU with rnnlib.fast.gru_sequence: as for the LSTM.
-GRU_SEQUENCE = ON_CPU and rnnlib.fast.jax_transposes_gru_sequence()
-
-
-@pytest.mark.pinned_env
-def test_the_pinned_jax_takes_the_gru_sequence_rule():
-    assert rnnlib.fast.jax_transposes_gru_sequence()
+    return _no_sequence_rule("lstm_sequence")
 
 
 def _no_gru_sequence():
-    """No GRU runs its sequence with ``gru_sequence``, so the tests of the forms ``plan``
-    chooses for the GRU's gates see those forms."""
-    return mock.patch.object(rnnlib.fast, "runs_gru_sequence", lambda *args: False)
+    return _no_sequence_rule("gru_sequence")
 
 
 @pytest.mark.skipif(not ON_CPU, reason="the per-gate form is chosen on CPU only")
@@ -866,7 +868,8 @@ def test_an_infinite_cotangent_in_one_gate_is_nan_in_the_others_as_documented():
 
 
 # ---------------------------------------------------------------------------
-# An LSTM's whole sequence with its kernel gradients after the loop (rnnlib.fast.lstm_sequence)
+# An LSTM's or a GRU's whole sequence with its kernel gradients after the loop
+# (rnnlib.fast.lstm_sequence, gru_sequence)
 
 
 def _sequence_derivatives(cell, variables, x, carry, unroll=1):
@@ -898,54 +901,26 @@ def _sequence_derivatives(cell, variables, x, carry, unroll=1):
     return jax.jit(everything)(variables, x, carry)
 
 
-def _takes_lstm_sequence(rnn, variables, x, *, rule="lstm_sequence", **kwargs) -> bool:
-    """Whether ``rnn`` runs its sequence with the whole-sequence rule ``rule``."""
+def _takes_sequence_rule(rnn, variables, x, rule=None, **kwargs) -> bool:
+    """Whether ``rnn`` runs its sequence with the whole-sequence rule ``rule`` (by
+    default its cell's)."""
+    rule = rule or SEQUENCE_RULES[type(rnn.cell).__name__][0]
     spy = mock.patch.object(rnnlib.fast, rule, wraps=getattr(rnnlib.fast, rule))
     with spy as called:
         jax.make_jaxpr(lambda v, x: rnn.apply(v, x, **kwargs))(variables, x)
     return called.called
 
 
-def _takes_gru_sequence(rnn, variables, x, **kwargs) -> bool:
-    return _takes_lstm_sequence(rnn, variables, x, rule="gru_sequence", **kwargs)
-
-
-@pytest.mark.parametrize(
-    "cell_name, batch, unroll",
-    [("LSTMCell", (2, 3), 1), ("OptimizedLSTMCell", (5,), 3), ("LSTMCell", (), 2)],
-)
-def test_the_lstm_sequence_rule_and_reference_agree_to_the_second_order(cell_name, batch, unroll):
-    """Outputs, final carry, gradients (variables, inputs, initial carry), a JVP in all
-    three and a Hessian-vector product, from a random initial carry; two batch axes, one,
-    or none."""
+def _sequence_case(cell_name, batch):
+    """A cell of 4 features, its input (3 features, ``batch`` axes), variables, and a
+    random initial carry."""
     cell = getattr(rnnlib, cell_name)(features=4)
     x = sequence_input(0, batch, TIME, (3,))
     variables = rnnlib.RNN(cell).init(jax.random.key(0), x)
-    carry = tuple(random_array(i, batch + (4,), jnp.float32) for i in (1, 2))
-    assert _takes_lstm_sequence(rnnlib.RNN(cell), variables, x) == LSTM_SEQUENCE
-    fast = _sequence_derivatives(cell, variables, x, carry, unroll)
-    with rnnlib.fast.reference():
-        assert not _takes_lstm_sequence(rnnlib.RNN(cell), variables, x)
-        reference = _sequence_derivatives(cell, variables, x, carry, unroll)
-    assert_close(fast, reference, terms=_rnn_terms(cell, x))
-
-
-@pytest.mark.skipif(not LSTM_SEQUENCE, reason="the whole-sequence rule is not taken here")
-def test_the_lstm_sequence_rule_takes_the_kernel_gradients_after_the_backward_loop():
-    """The forward loop holds two matmuls (inputs and hidden state), the backward loop
-    one (the gates' cotangent back to ``h``); each kernel's gradient is one matmul after
-    it. Differentiated by JAX, the backward loop holds all three."""
-    rnn = rnnlib.RNN(rnnlib.LSTMCell(features=8))
-    x = jax.ShapeDtypeStruct((4, 5, 6), jnp.float32)
-    variables = jax.eval_shape(rnn.init, jax.random.key(0), x)
-
-    def program():
-        loss = lambda v: jnp.sum(rnn.apply(v, jnp.ones(x.shape)))  # noqa: E731
-        return _count(jax.make_jaxpr(jax.grad(loss))(variables).jaxpr, "dot_general")
-
-    assert program() == (2 + 1, 2)
-    with _no_lstm_sequence():
-        assert program() == (2 + 3, 0)
+    zeros = cell.initialize_carry(jax.random.key(1), x.shape[:-2] + x.shape[-1:])
+    leaves, tree = jax.tree_util.tree_flatten(zeros)
+    carry = [random_array(1 + i, leaf.shape, jnp.float32) for i, leaf in enumerate(leaves)]
+    return cell, x, variables, jax.tree_util.tree_unflatten(tree, carry)
 
 
 def _not_taken_here(taken: bool):
@@ -953,22 +928,90 @@ def _not_taken_here(taken: bool):
 
 
 @pytest.mark.parametrize(
-    "cell_name, rule, others",
+    "cell_name, batch, unroll",
     [
-        pytest.param(
-            "LSTMCell", "lstm_sequence", ("GRUCell",), marks=_not_taken_here(LSTM_SEQUENCE)
-        ),
-        pytest.param(
-            "GRUCell", "gru_sequence", ("MGUCell", "LSTMCell"), marks=_not_taken_here(GRU_SEQUENCE)
-        ),
+        ("LSTMCell", (2, 3), 1),
+        ("OptimizedLSTMCell", (5,), 3),
+        ("LSTMCell", (), 2),
+        ("GRUCell", (2, 3), 1),
+        ("GRUCell", (5,), 3),
+        ("GRUCell", (), 2),
     ],
 )
-def test_a_sequence_rule_is_left_where_its_equations_or_loop_differ(cell_name, rule, others):
+def test_a_sequence_rule_and_reference_agree_to_the_second_order(cell_name, batch, unroll):
+    """Outputs, final carry, gradients (variables, inputs, initial carry), a JVP in all
+    three and a Hessian-vector product, from a random initial carry; two batch axes, one,
+    or none."""
+    cell, x, variables, carry = _sequence_case(cell_name, batch)
+    _, taken = SEQUENCE_RULES[cell_name]
+    assert _takes_sequence_rule(rnnlib.RNN(cell), variables, x) == taken
+    fast = _sequence_derivatives(cell, variables, x, carry, unroll)
+    with rnnlib.fast.reference():
+        assert not _takes_sequence_rule(rnnlib.RNN(cell), variables, x)
+        reference = _sequence_derivatives(cell, variables, x, carry, unroll)
+    assert_close(fast, reference, terms=_rnn_terms(cell, x))
+
+
+@pytest.mark.parametrize(
+    "cell_name, batch",
+    [("LSTMCell", (2, 3)), ("OptimizedLSTMCell", ()), ("GRUCell", (2, 3)), ("GRUCell", ())],
+)
+def test_a_sequence_rule_with_a_per_gate_forward_agrees_to_the_second_order(cell_name, batch):
+    """The whole-sequence rule whose forward loop runs gate by gate (every width, by
+    patch) against the reference path: outputs, carry, gradients, a JVP in the
+    variables, inputs and initial carry, and a Hessian-vector product."""
+    cell, x, variables, carry = _sequence_case(cell_name, batch)
+    _, taken = SEQUENCE_RULES[cell_name]
+    with _per_gate_forward_widths(0, 2**30):
+        assert _takes_sequence_rule(rnnlib.RNN(cell), variables, x) == taken
+        per_gate = _sequence_derivatives(cell, variables, x, carry)
+    with rnnlib.fast.reference():
+        reference = _sequence_derivatives(cell, variables, x, carry)
+    assert_close(per_gate, reference, terms=_rnn_terms(cell, x))
+
+
+@pytest.mark.parametrize(
+    "cell_name",
+    [
+        pytest.param(name, marks=_not_taken_here(SEQUENCE_RULES[name][1]))
+        for name in ("LSTMCell", "GRUCell")
+    ],
+)
+def test_a_sequence_rule_takes_the_kernel_gradients_after_the_backward_loop(cell_name):
+    """The forward loop holds two matmuls (inputs and hidden state), the backward loop
+    one (the cotangent of the hidden side's pre-activations back to ``h``); each side's
+    kernel gradient is one matmul after it. Differentiated by JAX (the kernels joined
+    once before the loop, their gradients cut by slices), the backward loop holds all
+    three."""
+    rule, _ = SEQUENCE_RULES[cell_name]
+    rnn = rnnlib.RNN(getattr(rnnlib, cell_name)(features=8))
+    x = jax.ShapeDtypeStruct((4, 5, 6), jnp.float32)
+    variables = jax.eval_shape(rnn.init, jax.random.key(0), x)
+
+    def program():
+        loss = lambda v: jnp.sum(rnn.apply(v, jnp.ones(x.shape)))  # noqa: E731
+        return _count(jax.make_jaxpr(jax.grad(loss))(variables).jaxpr, "dot_general")
+
+    with mock.patch.object(rnnlib.fast, "join_by_matmul", return_value=False):
+        assert program() == (2 + 1, 2)
+        with _no_sequence_rule(rule), _no_joins():
+            assert program() == (2 + 3, 0)
+
+
+@pytest.mark.parametrize(
+    "cell_name, others",
+    [
+        pytest.param("LSTMCell", ("GRUCell",), marks=_not_taken_here(LSTM_SEQUENCE)),
+        pytest.param("GRUCell", ("MGUCell", "LSTMCell"), marks=_not_taken_here(GRU_SEQUENCE)),
+    ],
+)
+def test_a_sequence_rule_is_left_where_its_equations_or_loop_differ(cell_name, others):
     """Only rnnlib's own LSTM (or GRU) with its default gate functions and dtype, in
     float32, with the projection in the loop and no seq_lengths; everything else, other
     cells included, runs ``step``."""
     x = sequence_input(0, (3,), TIME, (2,))
     cell_class = getattr(rnnlib, cell_name)
+    rule, _ = SEQUENCE_RULES[cell_name]
 
     class Subclass(cell_class):
         pass
@@ -976,7 +1019,7 @@ def test_a_sequence_rule_is_left_where_its_equations_or_loop_differ(cell_name, r
     def takes(cell, x=x, **kwargs):
         rnn = rnnlib.RNN(cell, **{k: kwargs.pop(k) for k in ("hoist_inputs",) if k in kwargs})
         variables = rnnlib.RNN(cell).init(jax.random.key(0), x)
-        return _takes_lstm_sequence(rnn, variables, x, rule=rule, **kwargs)
+        return _takes_sequence_rule(rnn, variables, x, rule, **kwargs)
 
     assert takes(cell_class(features=4))
     assert takes(cell_class(features=4), return_carry=True)
@@ -992,95 +1035,12 @@ def test_a_sequence_rule_is_left_where_its_equations_or_loop_differ(cell_name, r
         assert not takes(getattr(rnnlib, other)(features=4))
 
 
-def test_an_lstm_sequence_matches_flax_in_value_and_gradient():
+@pytest.mark.parametrize("cell_name", ["LSTMCell", "GRUCell"])
+def test_a_sequence_rule_matches_flax_in_value_and_gradient(cell_name):
     """No patched threshold: 16 sequences of 12 steps, 32 features, against flax.linen's
-    LSTM (the whole-sequence rule on CPU, the fused form elsewhere)."""
-    flax_rnn, rnn = (lib.RNN(lib.LSTMCell(features=32)) for lib in (nn, rnnlib))
+    cell (the whole-sequence rule on CPU, the fused form elsewhere)."""
+    flax_rnn, rnn = (lib.RNN(getattr(lib, cell_name)(features=32)) for lib in (nn, rnnlib))
     x = random_array(0, (16, 12, 8), jnp.float32)
     variables = flax_rnn.init(jax.random.key(0), x)
-    assert _takes_lstm_sequence(rnn, variables, x) == LSTM_SEQUENCE
-    _assert_loss_and_gradients_close(rnn, flax_rnn, variables, x)
-
-
-@pytest.mark.parametrize("cell_name, batch", [("LSTMCell", (2, 3)), ("OptimizedLSTMCell", ())])
-def test_the_lstm_sequence_rule_with_a_per_gate_forward_agrees_to_the_second_order(
-    cell_name, batch
-):
-    """The whole-sequence rule whose forward loop runs gate by gate (every width, by
-    patch) against the reference path: outputs, carry, gradients, a JVP in the
-    variables, inputs and initial carry, and a Hessian-vector product."""
-    cell = getattr(rnnlib, cell_name)(features=4)
-    x = sequence_input(0, batch, TIME, (3,))
-    variables = rnnlib.RNN(cell).init(jax.random.key(0), x)
-    carry = tuple(random_array(i, batch + (4,), jnp.float32) for i in (1, 2))
-    with _per_gate_forward_widths(0, 2**30):
-        assert _takes_lstm_sequence(rnnlib.RNN(cell), variables, x) == LSTM_SEQUENCE
-        per_gate = _sequence_derivatives(cell, variables, x, carry)
-    with rnnlib.fast.reference():
-        reference = _sequence_derivatives(cell, variables, x, carry)
-    assert_close(per_gate, reference, terms=_rnn_terms(cell, x))
-
-
-# ---------------------------------------------------------------------------
-# A GRU's whole sequence with its kernel gradients after the loop (rnnlib.fast.gru_sequence)
-
-
-@pytest.mark.parametrize("batch, unroll", [((2, 3), 1), ((5,), 3), ((), 2)])
-def test_the_gru_sequence_rule_and_reference_agree_to_the_second_order(batch, unroll):
-    """Outputs, final carry, gradients (variables, inputs, initial carry), a JVP in all
-    three and a Hessian-vector product, from a random initial carry."""
-    cell = rnnlib.GRUCell(features=4)
-    x = sequence_input(0, batch, TIME, (3,))
-    variables = rnnlib.RNN(cell).init(jax.random.key(0), x)
-    carry = random_array(1, batch + (4,), jnp.float32)
-    assert _takes_gru_sequence(rnnlib.RNN(cell), variables, x) == GRU_SEQUENCE
-    fast = _sequence_derivatives(cell, variables, x, carry, unroll)
-    with rnnlib.fast.reference():
-        assert not _takes_gru_sequence(rnnlib.RNN(cell), variables, x)
-        reference = _sequence_derivatives(cell, variables, x, carry, unroll)
-    assert_close(fast, reference, terms=_rnn_terms(cell, x))
-
-
-@pytest.mark.parametrize("batch", [(2, 3), ()])
-def test_the_gru_sequence_rule_with_a_per_gate_forward_agrees_to_the_second_order(batch):
-    """The rule whose forward loop runs gate by gate (every width, by patch) against the
-    reference path."""
-    cell = rnnlib.GRUCell(features=4)
-    x = sequence_input(0, batch, TIME, (3,))
-    variables = rnnlib.RNN(cell).init(jax.random.key(0), x)
-    carry = random_array(1, batch + (4,), jnp.float32)
-    with _per_gate_forward_widths(0, 2**30):
-        assert _takes_gru_sequence(rnnlib.RNN(cell), variables, x) == GRU_SEQUENCE
-        per_gate = _sequence_derivatives(cell, variables, x, carry)
-    with rnnlib.fast.reference():
-        reference = _sequence_derivatives(cell, variables, x, carry)
-    assert_close(per_gate, reference, terms=_rnn_terms(cell, x))
-
-
-@pytest.mark.skipif(not GRU_SEQUENCE, reason="the whole-sequence rule is not taken here")
-def test_the_gru_sequence_rule_takes_the_kernel_gradients_after_the_backward_loop():
-    """The forward loop holds two matmuls (inputs and hidden state), the backward loop
-    one (the hidden side's cotangent back to ``h``); each side's kernel gradient is one
-    matmul after it. Differentiated by JAX, the backward loop holds all three."""
-    rnn = rnnlib.RNN(rnnlib.GRUCell(features=8))
-    x = jax.ShapeDtypeStruct((4, 5, 6), jnp.float32)
-    variables = jax.eval_shape(rnn.init, jax.random.key(0), x)
-
-    def program():
-        loss = lambda v: jnp.sum(rnn.apply(v, jnp.ones(x.shape)))  # noqa: E731
-        return _count(jax.make_jaxpr(jax.grad(loss))(variables).jaxpr, "dot_general")
-
-    with mock.patch.object(rnnlib.fast, "join_by_matmul", return_value=False):
-        assert program() == (2 + 1, 2)
-        with _no_gru_sequence(), _no_joins():
-            assert program() == (2 + 3, 0)
-
-
-def test_a_gru_sequence_matches_flax_in_value_and_gradient():
-    """No patched threshold: 16 sequences of 12 steps, 32 features, against flax.linen's
-    GRU (the whole-sequence rule on CPU, the fused form elsewhere)."""
-    flax_rnn, rnn = (lib.RNN(lib.GRUCell(features=32)) for lib in (nn, rnnlib))
-    x = random_array(0, (16, 12, 8), jnp.float32)
-    variables = flax_rnn.init(jax.random.key(0), x)
-    assert _takes_gru_sequence(rnn, variables, x) == GRU_SEQUENCE
+    assert _takes_sequence_rule(rnn, variables, x) == SEQUENCE_RULES[cell_name][1]
     _assert_loss_and_gradients_close(rnn, flax_rnn, variables, x)
