@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 
 import jax
+import numpy as np
 
 from benchmarks.contenders import AGAIN, OPTIMIZED, OPTIMIZED_AGAIN
 from benchmarks.run import MAX_ROUNDS, MODES, _geomean, chosen_settings, measure
@@ -247,15 +248,6 @@ class RunNoise:
     misses: tuple[int, int, int]  # against each point's range, the 95th percentile, the top
 
 
-def _percentile(values, q):
-    """The ``q``-th percentile of ``values``, linear between the two nearest ranks."""
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * q / 100
-    low = math.floor(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
-
-
 def run_noise(report: dict, mode: str, key: str = "median_s") -> RunNoise | None:
     """The run's noise in ``mode`` for ``key`` (``None`` where no point has an A/A copy).
 
@@ -267,10 +259,10 @@ def run_noise(report: dict, mode: str, key: str = "median_s") -> RunNoise | None
     if not aa:
         return None
     ratios = [c.ratio for _, c in pairs]
-    top, p95 = max(aa), _percentile(aa, 95)
+    top, p95 = max(aa), float(np.percentile(aa, 95))
 
     def spread(values):
-        return tuple(_percentile(values, q) for q in (10, 50, 90))
+        return tuple(float(v) for v in np.percentile(values, (10, 50, 90)))
 
     return RunNoise(
         aa=(min(aa), p95, top),
@@ -464,7 +456,6 @@ def plot(report: dict, path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import numpy as np
     from matplotlib.colors import LogNorm
     from matplotlib.patches import Rectangle
     from matplotlib.ticker import NullLocator

@@ -259,12 +259,6 @@ def test_the_markdown_shows_the_runs_noise_next_to_the_targets():
     assert row in text
 
 
-def test_a_percentile_lies_between_the_two_nearest_ranks():
-    assert sweep._percentile([4.0, 1.0, 3.0, 2.0], 50) == pytest.approx(2.5)
-    assert sweep._percentile([1.0, 2.0], 0) == 1.0
-    assert sweep._percentile([1.0, 2.0], 100) == 2.0
-
-
 def test_the_heat_map_is_written_from_a_report(tmp_path):
     path = tmp_path / "sweep.png"
     sweep.plot(_lstm_and_conv_report(), path)
