@@ -60,18 +60,20 @@ def stdout(cell: dict) -> str:
     )
 
 
-def constants() -> dict[str, str]:
-    """Every `NAME = "text"` at the top level of the appendix's code cells."""
+def constants() -> dict[str, str | tuple[str, ...]]:
+    """Every `NAME = "text"` (or a tuple of texts) at the top level of the appendix's cells."""
     found = {}
     for cell in code_cells():
         for node in ast.parse(source(cell)).body:
-            if (
-                isinstance(node, ast.Assign)
-                and [type(target) for target in node.targets] == [ast.Name]
-                and isinstance(node.value, ast.Constant)
-                and isinstance(node.value.value, str)
-            ):
-                found[node.targets[0].id] = node.value.value
+            if isinstance(node, ast.Assign) and [type(t) for t in node.targets] == [ast.Name]:
+                try:
+                    value = ast.literal_eval(node.value)
+                except ValueError:
+                    continue
+                if isinstance(value, str) or (
+                    isinstance(value, tuple) and all(isinstance(v, str) for v in value)
+                ):
+                    found[node.targets[0].id] = value
     return found
 
 
@@ -83,10 +85,18 @@ def defining_cell(name: str) -> dict:
     return cell
 
 
+def environment() -> dict[str, str]:
+    """The environment the appendix runs its commands in: this one, less the variables that
+    change what a run prints (the appendix's UNSET: PYTHONWARNINGS, PYTHONDEVMODE, PYTEST_*),
+    with this environment's tools first on the PATH."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith(C["UNSET"])}
+    env["PATH"] = os.pathsep.join([str(BIN), os.environ["PATH"]])
+    return env
+
+
 def shell(command: str, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
     """A command line of the appendix, in a shell, with this environment's tools first."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST_")}
-    env["PATH"] = os.pathsep.join([str(BIN), os.environ["PATH"]])
+    env = environment()
     return subprocess.run(
         command, shell=True, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
     )
@@ -225,7 +235,9 @@ def run_hook(repo: Path) -> subprocess.CompletedProcess:
     entry = shlex.split(hook["entry"])
     files = sorted(path.relative_to(repo).as_posix() for path in repo.rglob("*.ipynb"))
     command = [str(REPO_ROOT / entry[0]), *entry[1:], *wanted.get("args", []), *files]
-    return subprocess.run(command, cwd=repo, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        command, cwd=repo, env=environment(), capture_output=True, text=True, timeout=120
+    )
 
 
 def flagged(hook_output: str) -> dict[str, list[str]]:
@@ -288,7 +300,13 @@ def clean_repo(tmp_path_factory) -> Path:
     return repo
 
 
-def test_a_clean_repository_passes_strict_nbval_and_the_hygiene_hook(clean_repo):
+def test_a_clean_repository_passes_strict_nbval_and_the_hygiene_hook(clean_repo, monkeypatch):
+    # Whatever the caller's shell sets: the appendix runs its commands without these, and says
+    # why (a kernel that inherits PYTHONWARNINGS=error raises where CI warns).
+    monkeypatch.setenv("PYTHONWARNINGS", "error")
+    monkeypatch.setenv("PYTHONDEVMODE", "1")
+    monkeypatch.setenv("PYTEST_ADDOPTS", "--collect-only")
+    assert set(C["UNSET"]) == {"PYTHONWARNINGS", "PYTHONDEVMODE", "PYTEST_"}
     exit_code, failing, output = nbval(C["PYTEST"], clean_repo)
     assert (exit_code, failing) == (0, []), output
     assert re.search(r"\b6 passed, 1 skipped\b", output), output
@@ -442,5 +460,5 @@ def test_in_colab_the_appendix_installs_what_it_imports_and_runs():
             elif isinstance(node, ast.ImportFrom):
                 imported.add(node.module.split(".")[0])
     third_party = imported - set(sys.stdlib_module_names)
-    assert third_party == {"nbformat", "nbval", "nbclient", "numpy"}
+    assert third_party == {"nbformat", "nbval", "numpy"}
     assert " -n 2" in C["PYTEST"]  # pytest-xdist
