@@ -160,3 +160,16 @@ def test_the_checkers_correct_form_is_flax_linens(cell, variant):
         want, _ = cell.apply({"params": params}, h, x)
         terms = ce.CHANNELS + ce.FEATURES + 1
         assert_close(variant(params, h, x), want, terms=terms)
+
+
+@pytest.mark.parametrize(
+    "check, cell",
+    [
+        (ce.check_gru_step, nn.GRUCell(features=ce.FEATURES)),
+        (ce.check_mgu_step, nn.MGUCell(features=ce.FEATURES)),
+    ],
+)
+def test_flax_linens_own_cell_passes_its_checker(check, cell):
+    # The reference is flax.linen's cell: its own step, as (params, h, x) -> h_new, passes.
+    feedback = check(lambda params, h, x: cell.apply({"params": params}, h, x)[0])
+    assert feedback, str(feedback)

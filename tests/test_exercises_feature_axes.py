@@ -39,3 +39,16 @@ def test_a_non_tuple_answer_is_reported():
     feedback = check_carry_shape(lambda shape, kernel_size, features: "(2, 8, 8, 6)")
     assert not feedback
     assert "return a tuple of ints" in str(feedback)
+
+
+def test_flax_linens_own_carry_passes_its_checker():
+    # The reference is flax.linen's ConvLSTMCell: asking it for the carry passes.
+    import flax.linen as nn
+    import jax
+
+    def from_flax(shape, kernel_size, features):
+        cell = nn.ConvLSTMCell(features=features, kernel_size=kernel_size)
+        return cell.initialize_carry(jax.random.key(0), shape)[0].shape
+
+    feedback = check_carry_shape(from_flax)
+    assert feedback, str(feedback)

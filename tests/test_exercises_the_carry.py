@@ -20,7 +20,7 @@ def solution(step, carry, xs):
 
 def test_the_solution_passes():
     feedback = check_scan(solution)
-    assert feedback and "all 3 cases match" in str(feedback)
+    assert feedback and "all 4 cases match" in str(feedback)
 
 
 def test_a_loop_that_never_updates_the_carry_is_told_so():
@@ -34,6 +34,9 @@ def test_a_loop_that_never_updates_the_carry_is_told_so():
     feedback = check_scan(stale)
     assert not feedback
     assert "final carry" in str(feedback) and "equals the carry you started from" in str(feedback)
+    # every case is judged, the flax.linen cell's step included
+    assert len(feedback.problems) == 4
+    assert "case 'flax.linen's nn.LSTMCell(2).apply, carry (c, h)'" in str(feedback)
 
 
 def test_outputs_stacked_batch_first_are_told_time_goes_first():

@@ -1,8 +1,9 @@
 """Checkers for the chapter "The cells from their equations" (``book/cell_equations.ipynb``).
 
 Each checker calls the reader's step function on a few cases (several batch shapes, random
-parameters and carries from fixed keys) and compares the new ``h`` with rnnlib's cell given
-the same parameters. When the values are wrong, it also runs the usual wrong versions of
+parameters and carries from fixed keys) and compares the new ``h`` with ``flax.linen``'s cell
+given the same parameters (so the checks need flax, as the chapter does; it is imported only
+when a check runs). When the values are wrong, it also runs the usual wrong versions of
 the equations (the reset gate before the hidden matmul, ``z`` and ``1 - z`` swapped, a bias
 left out) and, if the attempt matches one of them, says which::
 
@@ -21,7 +22,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from rnnlib.exercises._check import Feedback, case_problems, compare
-from rnnlib.gru import GRUCell, MGUCell
 
 CHANNELS = 3
 FEATURES = 4
@@ -190,9 +190,12 @@ def check_gru_step(fn: Callable[..., Any]) -> Feedback:
 
     ``params`` is the dict a GRUCell's ``init`` makes under ``"params"`` (layers ``ir, iz,
     in`` with biases, ``hr, hz`` without, ``hn`` with); ``h`` is ``(*batch, 4)`` and ``x``
-    is ``(*batch, 3)``. The reference is ``rnnlib.GRUCell``, whose numbers are Flax's.
+    is ``(*batch, 3)``. The reference is ``flax.linen.GRUCell``.
     """
-    return _check_step("check_gru_step", fn, GRUCell(features=FEATURES), _gru, GRU_MISTAKES, 10)
+    import flax.linen as nn
+
+    cell = nn.GRUCell(features=FEATURES)
+    return _check_step("check_gru_step", fn, cell, _gru, GRU_MISTAKES, 10)
 
 
 def check_mgu_step(fn: Callable[..., Any]) -> Feedback:
@@ -200,6 +203,9 @@ def check_mgu_step(fn: Callable[..., Any]) -> Feedback:
 
     ``params`` is the dict an MGUCell's ``init`` makes under ``"params"`` (layers ``if``
     and ``in`` with biases, ``hf`` without, ``hn`` with); ``h`` is ``(*batch, 4)`` and
-    ``x`` is ``(*batch, 3)``. The reference is ``rnnlib.MGUCell``, whose numbers are Flax's.
+    ``x`` is ``(*batch, 3)``. The reference is ``flax.linen.MGUCell``.
     """
-    return _check_step("check_mgu_step", fn, MGUCell(features=FEATURES), _mgu, MGU_MISTAKES, 20)
+    import flax.linen as nn
+
+    cell = nn.MGUCell(features=FEATURES)
+    return _check_step("check_mgu_step", fn, cell, _mgu, MGU_MISTAKES, 20)

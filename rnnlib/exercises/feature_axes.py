@@ -1,10 +1,13 @@
-"""Checker for the feature-axes chapter's exercise: a ConvLSTM's carry shape from the rule."""
+"""Checker for the feature-axes chapter's exercise: a ConvLSTM's carry shape from the rule.
+
+The reference is ``flax.linen.ConvLSTMCell``'s own ``initialize_carry`` (flax is imported only
+when the check runs).
+"""
 
 from __future__ import annotations
 
 import jax
 
-from rnnlib.conv_lstm import ConvLSTMCell
 from rnnlib.exercises._check import Feedback, run_cases
 
 CASES = [
@@ -21,8 +24,8 @@ def check_carry_shape(carry_shape) -> Feedback:
     """Check ``carry_shape(input_shape, kernel_size, features)`` for a ConvLSTM step.
 
     ``input_shape`` is one step's input, ``(*batch, *signal, channels)``; the answer is the
-    shape of each of the carry's two arrays ``c`` and ``h``, as ``ConvLSTMCell(features,
-    kernel_size).initialize_carry`` builds them.
+    shape of each of the carry's two arrays ``c`` and ``h``, as ``flax.linen.ConvLSTMCell(
+    features, kernel_size).initialize_carry`` builds them.
     """
     cases = [(_name(*case), case) for case in CASES]
     return run_cases("check_carry_shape", carry_shape, cases, _judge)
@@ -33,7 +36,9 @@ def _name(input_shape, kernel_size, features) -> str:
 
 
 def _judge(got, input_shape, kernel_size, features) -> str | None:
-    cell = ConvLSTMCell(features=features, kernel_size=kernel_size)
+    import flax.linen as nn
+
+    cell = nn.ConvLSTMCell(features=features, kernel_size=kernel_size)
     want = tuple(cell.initialize_carry(jax.random.key(0), input_shape)[0].shape)
     try:
         got = tuple(int(n) for n in got)

@@ -1,4 +1,8 @@
-"""Checker for the carry chapter's exercise: a scan written as a Python loop."""
+"""Checker for the carry chapter's exercise: a scan written as a Python loop.
+
+One of its steps is a ``flax.linen`` cell's ``apply``, so the check needs flax, as the chapter
+does; flax is imported only when the check runs.
+"""
 
 from __future__ import annotations
 
@@ -26,6 +30,20 @@ def _two_outputs(carry, x):
     return total, (total, x.sum(-1))
 
 
+def _flax_lstm(xs):
+    """A ``flax.linen`` LSTMCell's ``apply`` as a step, and its initial carry."""
+    import flax.linen as nn
+
+    cell = nn.LSTMCell(features=2)
+    carry = cell.initialize_carry(jax.random.key(1), xs.shape[1:])
+    variables = cell.init(jax.random.key(2), carry, xs[0])
+
+    def step(carry, x):
+        return cell.apply(variables, carry, x)
+
+    return step, carry
+
+
 def _cases():
     key = jax.random.key(0)
     xs = jax.random.normal(key, (5, 2, 3))  # (time, batch, channels): time first, like scan
@@ -36,6 +54,7 @@ def _cases():
             (_lstm_like, (jnp.ones((2, 1)), jnp.zeros((2, 1))), xs),
         ),
         ("a step with two outputs", (_two_outputs, jnp.zeros((2, 3)), xs[:4])),
+        ("flax.linen's nn.LSTMCell(2).apply, carry (c, h)", (*_flax_lstm(xs), xs)),
     ]
 
 
