@@ -116,7 +116,8 @@ def nbval(command: str, cwd: Path) -> tuple[int, list[str], str]:
 
 
 def test_the_appendix_defines_every_file_and_command_it_tells_a_reader_to_use():
-    for name in ["INSTALL", "REEXECUTE", "PYTEST", "SANITIZE", "PRECOMMIT", "HYGIENE", "WORKFLOW"]:
+    names = ["INSTALL", "REEXECUTE", "PYTEST", "SANITIZE", "PRECOMMIT", "PRECOMMIT_LOCAL"]
+    for name in [*names, "HYGIENE", "WORKFLOW"]:
         assert C.get(name), name
 
 
@@ -191,50 +192,87 @@ def test_the_sanitize_file_is_the_books_own():
     assert stdout(defining_cell("SANITIZE")) == C["SANITIZE"]
 
 
-def test_the_pre_commit_config_points_at_this_repositorys_hook():
+def release_tag() -> str:
+    """The tag of this release: v + the version in pyproject.toml (CONTRIBUTING.md, Releasing)."""
+    pyproject = (REPO_ROOT / "pyproject.toml").read_text()
+    (version,) = re.findall(r'^version = "([^"]+)"$', pyproject, re.M)
+    return f"v{version}"
+
+
+def markdown() -> str:
+    cells = json.loads(APPENDIX.read_text(encoding="utf-8"))["cells"]
+    return "".join("".join(cell["source"]) for cell in cells if cell["cell_type"] == "markdown")
+
+
+def test_the_remote_hook_is_this_repositorys_pinned_to_this_releases_tag():
     config = yaml.safe_load(C["PRECOMMIT"])
     (repository,) = config["repos"]
     assert repository["repo"] == load_repository().url
-    assert isinstance(repository["rev"], str) and repository["rev"]
+    # A release tag, never a branch: pre-commit warns about a `rev` that can move.
+    assert repository["rev"] == release_tag()
+    assert f"rev: {release_tag()}" in HOOKS.read_text()  # the example in the hooks file
+    citation = (REPO_ROOT / "CITATION.cff").read_text()
+    assert f'\nversion: "{release_tag()[1:]}"\n' in citation  # one version everywhere
     (hook,) = repository["hooks"]
     assert hook["id"] in {hook["id"] for hook in yaml.safe_load(HOOKS.read_text())}
+    assert hook["args"] == ["--kernel-name=python3"]  # what the re-execution command runs
+    assert "--kernel_name=python3" in C["REEXECUTE"]
     assert C["HYGIENE"] == f"pre-commit run {hook['id']} --all-files"
     assert stdout(defining_cell("PRECOMMIT")) == C["PRECOMMIT"]
 
 
-def test_the_download_command_fetches_the_hooks_file_from_this_repository():
-    markdown = "".join(
-        "".join(cell["source"])
-        for cell in json.loads(APPENDIX.read_text(encoding="utf-8"))["cells"]
-        if cell["cell_type"] == "markdown"
+def test_the_copy_is_downloaded_from_this_releases_tag_and_run_by_a_local_hook():
+    (raw,) = re.findall(r"^RAW=(\S+)$", markdown(), re.M)
+    (download,) = re.findall(
+        r'^mkdir -p (\S+) && curl -fsSL -o (\S+) "\$RAW/(\S+)"$', markdown(), re.M
     )
-    (raw,) = re.findall(r"^RAW=(\S+)$", markdown, re.M)
-    (path,) = re.findall(r'^curl -fsSLO "\$RAW/(\S+)"$', markdown, re.M)
+    folder, target, path = download
     repository = load_repository()
-    assert raw == f"https://raw.githubusercontent.com/{repository.slug}/{repository.branch}"
+    assert raw == f"https://raw.githubusercontent.com/{repository.slug}/{release_tag()}"
     (hook,) = yaml.safe_load(HOOKS.read_text())
-    script = shlex.split(hook["entry"])[0]
-    assert path == script
-    assert f"python {Path(script).name} --generic notebooks" in markdown
+    # The file the remote hook runs, saved at the same path in the reader's repository.
+    assert path == target == hook["entry"] and Path(target).parent.as_posix() == folder
+    config = yaml.safe_load(C["PRECOMMIT_LOCAL"])
+    (local,) = config["repos"]
+    (local_hook,) = local["hooks"]
+    assert local["repo"] == "local" and local_hook["id"] == hook["id"]
+    assert shlex.split(local_hook["entry"]) == ["python3", target]
+    assert local_hook["args"] == ["--kernel-name=python3"]
+    assert local_hook["language"] == "unsupported" and local_hook["types"] == ["jupyter"]
+    # `unsupported` is pre-commit 4.4's name for `system`; older releases reject it.
+    assert config["minimum_pre_commit_version"] == hook["minimum_pre_commit_version"] == "4.4.0"
+    assert stdout(defining_cell("PRECOMMIT_LOCAL")) == C["PRECOMMIT_LOCAL"]
+    assert f"`python3 {target} notebooks`" in markdown()
 
 
 # --- a reader's repository, tested as the appendix says -------------------------------------------
 
 
-def run_hook(repo: Path) -> subprocess.CompletedProcess:
-    """The hook of the appendix's .pre-commit-config.yaml, run as pre-commit runs it.
+def run_hook(repo: Path, config: str = "PRECOMMIT") -> subprocess.CompletedProcess:
+    """A hook of one of the appendix's .pre-commit-config.yaml files, run as pre-commit runs it.
 
-    `language: script`: the entry, from pre-commit's copy of the hook's repository (here, this
-    checkout), then the hook's args, then every file of the reader's repository that matches the
-    hook's `types` (`pre-commit run --all-files`), in the reader's repository.
+    The entry, then the hook's args, then every file of the reader's repository that matches the
+    hook's `types` (`pre-commit run --all-files`), in the reader's repository. For the remote
+    hook (`language: unsupported_script`), the entry is a file of pre-commit's copy of the hook's
+    repository (here, this checkout); for the local one (`language: unsupported`), a command in
+    the reader's repository, which holds the copy the appendix downloads.
     """
-    (repository,) = yaml.safe_load(C["PRECOMMIT"])["repos"]
+    (repository,) = yaml.safe_load(C[config])["repos"]
     (wanted,) = repository["hooks"]
-    (hook,) = [hook for hook in yaml.safe_load(HOOKS.read_text()) if hook["id"] == wanted["id"]]
-    assert hook["language"] == "script" and hook["types"] == ["jupyter"]
-    entry = shlex.split(hook["entry"])
     files = sorted(path.relative_to(repo).as_posix() for path in repo.rglob("*.ipynb"))
-    command = [str(REPO_ROOT / entry[0]), *entry[1:], *wanted.get("args", []), *files]
+    if repository["repo"] == "local":
+        assert wanted["language"] == "unsupported" and wanted["types"] == ["jupyter"]
+        entry = shlex.split(wanted["entry"])
+        copy = repo / entry[1]
+        copy.parent.mkdir(exist_ok=True)
+        copy.write_bytes((REPO_ROOT / entry[1]).read_bytes())  # the appendix's curl, offline
+        entry[0] = str(BIN / "python")  # python3 of the pinned environment
+    else:
+        (hook,) = [h for h in yaml.safe_load(HOOKS.read_text()) if h["id"] == wanted["id"]]
+        assert hook["language"] == "unsupported_script" and hook["types"] == ["jupyter"]
+        entry = shlex.split(hook["entry"])
+        entry[0] = str(REPO_ROOT / entry[0])
+    command = [*entry, *wanted.get("args", []), *files]
     return subprocess.run(
         command, cwd=repo, env=environment(), capture_output=True, text=True, timeout=120
     )
@@ -310,9 +348,10 @@ def test_a_clean_repository_passes_strict_nbval_and_the_hygiene_hook(clean_repo,
     exit_code, failing, output = nbval(C["PYTEST"], clean_repo)
     assert (exit_code, failing) == (0, []), output
     assert re.search(r"\b6 passed, 1 skipped\b", output), output
-    hook = run_hook(clean_repo)
-    assert hook.returncode == 0, hook.stdout + hook.stderr
-    assert hook.stdout == "notebook hygiene: 3 checked, 0 with problems\n"
+    for config in ["PRECOMMIT", "PRECOMMIT_LOCAL"]:
+        hook = run_hook(clean_repo, config)
+        assert hook.returncode == 0, hook.stdout + hook.stderr
+        assert hook.stdout == "notebook hygiene: 3 checked, 0 with problems\n"
 
 
 @pytest.fixture(scope="module")
@@ -346,7 +385,7 @@ def broken_repo(clean_repo, tmp_path_factory) -> Path:
 
     variant("data", "stale", stale)
     variant("data", "never", never)
-    variant("data", "order", rerun)
+    variant("model", "order", rerun)  # it names the kernel my-project-env
     variant("model", "error", untagged)
     variant("report", "report", skipped_stale)
     write_notebook(repo, "stderr", ["import warnings\n\nwarnings.warn('check the units')"])
@@ -373,13 +412,19 @@ def test_each_fault_is_caught_by_the_check_the_appendix_names(broken_repo):
 
     hook = run_hook(broken_repo)
     assert hook.returncode == 1
+    # The copied-in file, run by the local hook, says exactly what the remote hook says.
+    assert run_hook(broken_repo, "PRECOMMIT_LOCAL").stdout == hook.stdout
     problems = flagged(hook.stdout)
     assert sorted(problems) == ["error", "never", "order", "stderr"], hook.stdout
     (never,) = problems["never"]
     assert never.startswith("code cell 2 has no execution_count")
+    # The hint names the kernel of the environment (the hook's --kernel-name=python3), not the
+    # one the notebook names, which the re-execution command does not use either.
     assert problems["order"] == [
         "code cell 1 has execution_count 5, expected 2: the outputs are not from one "
-        "top-to-bottom run. " + RERUN
+        "top-to-bottom run. Run it again top to bottom in a fresh kernel and save it: Restart "
+        "& Run All in Jupyter, or `jupyter execute --inplace --kernel_name=python3 "
+        "notebooks/order.ipynb`."
     ]
     (error,) = problems["error"]
     assert error.startswith("code cell 1 stores an error (ZeroDivisionError: division by zero)")
@@ -389,12 +434,6 @@ def test_each_fault_is_caught_by_the_check_the_appendix_names(broken_repo):
     # The stale outputs, and the skipped cell's, are no concern of the hygiene check: its
     # counts are 1, 2, 3. The appendix says both blind spots plainly.
     assert "stale" not in problems and "report" not in problems
-
-
-RERUN = (
-    "Run it again top to bottom in a fresh kernel (Restart & Run All, or "
-    "`jupyter execute --inplace NOTEBOOK`) and save it."
-)
 
 
 def appendix_function(*names: str):
