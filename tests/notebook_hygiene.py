@@ -12,8 +12,10 @@ This module imports those rules, so the book and its readers run the same code, 
 rules of the book's own chapters (notebooks in the ``book/`` folder of the repository that holds
 this file, when it has a ``_config.yml``):
 
-- the first code cell is the Colab setup cell: it installs rnnlib from the repository only when
-  running in Colab, and pins neither jax nor flax (Colab ships its own);
+- the first code cell is the Colab setup cell: it installs only when running in Colab, and pins
+  neither jax nor flax (Colab ships its own); a chapter that imports rnnlib installs rnnlib
+  from the repository (the one that does not, the appendix on testing notebooks, installs only
+  the tools it teaches);
 - the setup cell is collapsed, and no cell of asserts only is shown open;
 - the first markdown cell has an "Open in Colab" badge pointing at this very notebook.
 
@@ -71,6 +73,7 @@ COLAB_BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
 _COLAB_LINK = re.compile(r"https://colab\.research\.google\.com/github/[^\s)\"'>\]]+")
 _COLAB_GUARD = re.compile(r"""["']google\.colab["']\s+in\s+sys\.modules""")
 _PINNED_PACKAGES = re.compile(r"\b(jax|jaxlib|flax)\b")
+_IMPORTS_RNNLIB = re.compile(r"^\s*(?:from|import)\s+rnnlib\b", re.M)
 # How to get outputs from one clean run, in this book.
 RERUN_BOOK = "Run `make notebooks`."
 
@@ -211,14 +214,21 @@ def only_checks(cell: dict) -> bool:
     return bool(body) and all(isinstance(statement, ast.Assert) for statement in body)
 
 
-def _setup_cell_problems(cell: dict, repo: Repository) -> list[str]:
+def uses_rnnlib(cells: list[dict]) -> bool:
+    """Whether a code cell imports rnnlib: then the setup cell must install it in Colab."""
+    return any(
+        _IMPORTS_RNNLIB.search(_source(cell)) for cell in cells if cell.get("cell_type") == "code"
+    )
+
+
+def _setup_cell_problems(cell: dict, repo: Repository, installs_rnnlib: bool = True) -> list[str]:
     source = _source(cell)
     code = _code_without_comments(source)
     problems = []
     if not _COLAB_GUARD.search(code):
         problems.append('it must install only in Colab: test `"google.colab" in sys.modules`')
     install = re.search(rf"git\+{re.escape(repo.url)}(?:\.git)?(?:@[\w./-]+)?(?=[\"'\s]|$)", code)
-    if "pip" not in code or "install" not in code or install is None:
+    if installs_rnnlib and ("pip" not in code or "install" not in code or install is None):
         problems.append(f"it must pip-install rnnlib from git+{repo.url}")
     install_lines = "\n".join(line for line in code.splitlines() if "pip" in line)
     pinned = sorted(set(_PINNED_PACKAGES.findall(install_lines.replace(repo.url, ""))))
@@ -242,7 +252,8 @@ def book_problems(path: Path, cells: list[dict], root: Path) -> list[str]:
         )
     else:
         problems += [
-            f"the Colab setup cell is wrong: {p}" for p in _setup_cell_problems(setup, repo)
+            f"the Colab setup cell is wrong: {p}"
+            for p in _setup_cell_problems(setup, repo, installs_rnnlib=uses_rnnlib(cells))
         ]
         if "hide-input" not in setup.get("metadata", {}).get("tags", []):
             problems.append(

@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.notebook_hygiene import REPO_ROOT, load_repository, setup_cell_source
+from tests.notebook_hygiene import REPO_ROOT, load_repository
 
 # nbformat and nbval exist only in the pinned env; they are imported inside the tests.
 pytestmark = pytest.mark.pinned_env
@@ -60,8 +60,8 @@ def stdout(cell: dict) -> str:
     )
 
 
-def constants() -> dict[str, str | tuple[str, ...]]:
-    """Every `NAME = "text"` (or a tuple of texts) at the top level of the appendix's cells."""
+def constants() -> dict:
+    """Every `NAME = "text"` (or a tuple or dict of texts) at the top level of the appendix."""
     found = {}
     for cell in code_cells():
         for node in ast.parse(source(cell)).body:
@@ -70,8 +70,10 @@ def constants() -> dict[str, str | tuple[str, ...]]:
                     value = ast.literal_eval(node.value)
                 except ValueError:
                     continue
-                if isinstance(value, str) or (
-                    isinstance(value, tuple) and all(isinstance(v, str) for v in value)
+                if (
+                    isinstance(value, str)
+                    or (isinstance(value, tuple) and all(isinstance(v, str) for v in value))
+                    or (isinstance(value, dict) and all(isinstance(v, str) for v in value.values()))
                 ):
                     found[node.targets[0].id] = value
     return found
@@ -91,6 +93,7 @@ def environment() -> dict[str, str]:
     with this environment's tools first on the PATH."""
     env = {key: value for key, value in os.environ.items() if not key.startswith(C["UNSET"])}
     env["PATH"] = os.pathsep.join([str(BIN), os.environ["PATH"]])
+    env.update(C["LAYOUT"])  # the appendix's export line
     return env
 
 
@@ -157,8 +160,17 @@ def test_the_workflow_checks_out_sets_up_python_installs_and_runs_both_checks():
         "actions/checkout",
         "actions/setup-python",
     ]
+    # The layout, named once at the top, is the appendix's, and the setup takes its Python and
+    # the cache's key from the reader's own files.
+    assert workflow["env"] == C["LAYOUT"]
+    assert steps[1]["with"] == {
+        "python-version-file": "${{ env.PYTHON_VERSION_FILE }}",
+        "cache": "pip",
+        "cache-dependency-path": "${{ env.REQUIREMENTS }}",
+    }
+    assert "python-version:" not in C["WORKFLOW"]  # no Python of the workflow's own
     runs = [" ".join(step["run"].split()) for step in steps[2:]]
-    assert runs[0].startswith("python -m pip install -r requirements.txt ")
+    assert runs[0].startswith('python -m pip install -r "$REQUIREMENTS" ')
     # The pip line, the hygiene command and the test command, word for word as the page says.
     assert runs[0].endswith(" ".join(C["INSTALL"].split()))
     assert runs[1:] == [C["HYGIENE"], " ".join(C["PYTEST"].split())]
@@ -242,7 +254,7 @@ def test_the_copy_is_downloaded_from_this_releases_tag_and_run_by_a_local_hook()
     # `unsupported` is pre-commit 4.4's name for `system`; older releases reject it.
     assert config["minimum_pre_commit_version"] == hook["minimum_pre_commit_version"] == "4.4.0"
     assert stdout(defining_cell("PRECOMMIT_LOCAL")) == C["PRECOMMIT_LOCAL"]
-    assert f"`python3 {target} notebooks`" in markdown()
+    assert f'`python3 {target} "$NOTEBOOKS"`' in markdown()
 
 
 # --- a reader's repository, tested as the appendix says -------------------------------------------
@@ -300,6 +312,7 @@ def write_notebook(repo: Path, name: str, sources: list[str], kernel="python3", 
         cells[index].metadata["tags"] = cell_tags
     spec = {"name": kernel, "display_name": f"Python ({kernel})", "language": "python"}
     path = repo / "notebooks" / f"{name}.ipynb"
+    path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(new_notebook(cells=cells, metadata={"kernelspec": spec}), path)
     return path
 
@@ -322,14 +335,24 @@ def clean_repo(tmp_path_factory) -> Path:
         kernel="my-project-env",
         tags={1: ["raises-exception"]},
     )
-    write_notebook(
+    write_notebook(  # in a subfolder, which the re-execution command must find
         repo,
-        "report",
+        "reports/report",
         ["# NBVAL_SKIP\nprint('slow step')", "# NBVAL_IGNORE_OUTPUT\nimport time\ntime.time()"],
     )
+    checkpoint = repo / "notebooks" / ".ipynb_checkpoints" / "data-checkpoint.ipynb"
+    checkpoint.parent.mkdir()
+    checkpoint.write_text("not a notebook")  # Jupyter's copy: neither executed nor tested
     done = shell(C["REEXECUTE"], repo)
     assert done.returncode == 0, done.stderr
-    for path in sorted((repo / "notebooks").glob("*.ipynb")):
+    checkpoint.unlink()
+    executed = sorted((repo / "notebooks").rglob("*.ipynb"))
+    assert [path.relative_to(repo).as_posix() for path in executed] == [
+        "notebooks/data.ipynb",
+        "notebooks/model.ipynb",
+        "notebooks/reports/report.ipynb",
+    ]
+    for path in executed:
         notebook = nbformat.read(path, as_version=4)
         assert [cell.execution_count for cell in notebook.cells] == [1, 2, 3][: len(notebook.cells)]
     model = nbformat.read(repo / "notebooks" / "model.ipynb", as_version=4)
@@ -387,11 +410,11 @@ def broken_repo(clean_repo, tmp_path_factory) -> Path:
     variant("data", "never", never)
     variant("model", "order", rerun)  # it names the kernel my-project-env
     variant("model", "error", untagged)
-    variant("report", "report", skipped_stale)
+    variant("reports/report", "reports/report", skipped_stale)
     write_notebook(repo, "stderr", ["import warnings\n\nwarnings.warn('check the units')"])
     for unchanged in ["data", "model"]:  # passed both checks in the clean repository
         (folder / f"{unchanged}.ipynb").unlink()
-    done = shell(C["REEXECUTE"].replace("*", "stderr"), repo)
+    done = shell("jupyter execute --inplace --kernel_name=python3 notebooks/stderr.ipynb", repo)
     assert done.returncode == 0, done.stderr
     return repo
 
@@ -451,7 +474,8 @@ def appendix_function(*names: str):
 def test_the_appendix_short_hygiene_flags_the_notebooks_the_hook_flags(clean_repo, broken_repo):
     hygiene, _ = appendix_function("hygiene", "cell_problems")
     for repo in [clean_repo, broken_repo]:
-        short = {path.stem for path in (repo / "notebooks").glob("*.ipynb") if hygiene(path) != []}
+        notebooks = (repo / "notebooks").rglob("*.ipynb")
+        short = {path.stem for path in notebooks if hygiene(path) != []}
         assert short == set(flagged(run_hook(repo).stdout)), repo
 
 
@@ -475,18 +499,53 @@ def test_the_appendix_reads_nothing_of_this_repository():
     for number, cell in enumerate(code_cells()):
         for pattern in forbidden:
             assert not re.search(pattern, source(cell)), (number, pattern)
-    # The first cell is the book's setup cell, which only Colab's install branch lets out.
-    assert source(code_cells()[0]) == setup_cell_source()
+    # Not even through its setup cell: it neither installs nor checks jax, flax or rnnlib.
+    assert not re.search(r"\b(jax|flax|rnnlib)\b", source(code_cells()[0]))
+
+
+def run_setup_cell(monkeypatch, missing=()):
+    """The appendix's setup cell, outside Colab, where these packages are not installed."""
+    import importlib.metadata
+
+    real = importlib.metadata.version
+
+    def version(name):
+        if name in missing:
+            raise importlib.metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    namespace = {}
+    exec(source(code_cells()[0]), namespace)
+    return namespace
+
+
+def test_the_setup_runs_anywhere_with_the_tools_and_needs_nothing_of_this_book(monkeypatch):
+    # A reader's environment next to their own notebooks: no jax, flax or rnnlib.
+    namespace = run_setup_cell(monkeypatch, missing={"jax", "jaxlib", "flax", "rnnlib"})
+    # What it checks is what the page runs: the pip line's tools, numpy and matplotlib.
+    assert namespace["missing"] == []
+    pins = shlex.split(C["INSTALL"].replace("\\\n", " "))[4:]
+    assert {pin.split("==")[0] for pin in pins} - set(namespace["TOOLS"]) == {"pre-commit"}
+
+
+def test_the_setup_stops_with_the_pip_command_when_a_tool_is_missing(monkeypatch):
+    with pytest.raises(RuntimeError) as stopped:
+        run_setup_cell(monkeypatch, missing={"nbval", "pytest-xdist", "matplotlib"})
+    assert str(stopped.value) == (
+        "This page needs nbval, pytest-xdist, matplotlib: pip install nbval pytest-xdist matplotlib"
+    )
 
 
 def test_in_colab_the_appendix_installs_what_it_imports_and_runs():
-    # Colab ships nbformat, numpy, pytest and ipykernel; nbval, nbclient and pytest-xdist are
-    # installed by the appendix's second cell, only in Colab.
-    second = source(code_cells()[1])
-    assert 'if "google.colab" in sys.modules:' in second
+    # Colab ships nbformat, numpy, matplotlib, pytest and ipykernel; nbval, nbclient and
+    # pytest-xdist are installed by the appendix's setup cell, only in Colab.
+    setup = source(code_cells()[0])
+    assert 'if "google.colab" in sys.modules:' in setup
     (tools,) = [
         node.value
-        for node in ast.walk(ast.parse(second))
+        for node in ast.walk(ast.parse(setup))
         if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "tools"
     ]
     installed = set(ast.literal_eval(tools))
@@ -499,5 +558,5 @@ def test_in_colab_the_appendix_installs_what_it_imports_and_runs():
             elif isinstance(node, ast.ImportFrom):
                 imported.add(node.module.split(".")[0])
     third_party = imported - set(sys.stdlib_module_names)
-    assert third_party == {"nbformat", "nbval", "numpy"}
+    assert third_party == {"nbformat", "nbval", "numpy", "matplotlib"}
     assert " -n 2" in C["PYTEST"]  # pytest-xdist

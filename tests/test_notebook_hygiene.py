@@ -93,7 +93,7 @@ def good_notebook(path, root):
         ),
         new_markdown_cell("Some prose."),
         new_code_cell(
-            "print(1 + 1)",
+            "import rnnlib\n\nprint(1 + 1)",  # a chapter uses rnnlib
             execution_count=2,
             outputs=[new_output("stream", name="stdout", text="2\n")],
         ),
@@ -253,10 +253,43 @@ def test_line_length_limit_is_the_one_ruff_formats_the_book_to():
 def test_every_setup_cell_is_the_canonical_one():
     # The pattern check accepts variations; the chapters all use the exact text, which is what
     # CONTRIBUTING tells authors to keep and what test_repo_checks shows ruff leaves unchanged.
+    without_rnnlib = []
     for notebook in [*CHAPTERS, TEMPLATE]:
         cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
         setup = next(c for c in cells if c["cell_type"] == "code")
-        assert hygiene._source(setup) == hygiene.setup_cell_source(), notebook.name
+        if hygiene.uses_rnnlib(cells) or notebook == TEMPLATE:
+            assert hygiene._source(setup) == hygiene.setup_cell_source(), notebook.name
+        else:
+            without_rnnlib.append(notebook.name)
+    # Only the appendix imports nothing of rnnlib: its setup cell checks the tools it teaches
+    # (tests/test_appendix_workflow.py runs it without jax, flax or rnnlib).
+    assert without_rnnlib == ["appendix_testing_notebooks.ipynb"]
+
+
+TOOLS_SETUP = (
+    "import subprocess\nimport sys\n\n"
+    'if "google.colab" in sys.modules:\n'
+    '    subprocess.run([sys.executable, "-m", "pip", "install", "nbval"], check=True)\n'
+)
+
+
+def test_a_chapter_without_rnnlib_may_install_other_tools_in_colab(path, root):
+    notebook = good_notebook(path, root)
+    notebook["cells"][3]["source"] = "print(1 + 1)"  # no rnnlib left
+    notebook["cells"][1]["source"] = TOOLS_SETUP
+    assert check(notebook, path, root) == []
+    # Still only in Colab, and still never jax or flax.
+    notebook["cells"][1]["source"] = TOOLS_SETUP.replace('"google.colab" in sys.modules', "True")
+    one_problem(check(notebook, path, root), "install only in Colab")
+    notebook["cells"][1]["source"] = TOOLS_SETUP.replace('"nbval"]', '"nbval", "jax"]')
+    one_problem(check(notebook, path, root), "must not install or pin jax")
+
+
+def test_a_chapter_that_imports_rnnlib_must_install_it_in_colab(path, root):
+    notebook = good_notebook(path, root)
+    notebook["cells"][3]["source"] = "from rnnlib import LSTMCell\n\nprint(1 + 1)"
+    notebook["cells"][1]["source"] = TOOLS_SETUP
+    one_problem(check(notebook, path, root), "setup cell is wrong", f"rnnlib from git+{URL}")
 
 
 def test_setup_cell_comment_mentioning_jax_is_fine(path, root):
