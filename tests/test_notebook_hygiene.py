@@ -47,8 +47,9 @@ def test_template_passes_hygiene_check_when_named_explicitly():
     assert hygiene.check_notebook(TEMPLATE) == []
 
 
-def test_folder_search_skips_template_build_and_checkpoints(tmp_path):
-    for name in ["ch1.ipynb", "_template.ipynb", "_build/x.ipynb", ".ipynb_checkpoints/ch1.ipynb"]:
+def test_folder_search_skips_template_build_checkpoints_and_hidden_folders(tmp_path):
+    hidden = [".ipynb_checkpoints/ch1.ipynb", ".venv/share/demo.ipynb"]
+    for name in ["ch1.ipynb", "_template.ipynb", "_build/x.ipynb", *hidden]:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("{}")
     assert list(hygiene.find_notebooks([tmp_path])) == [tmp_path / "ch1.ipynb"]

@@ -24,8 +24,9 @@ repository as a remote hook)::
     python3 notebook_hygiene.py notebooks/             # a folder: every notebook below it
     python3 notebook_hygiene.py a.ipynb b.ipynb --max-line-length=100
 
-A folder is searched with its subfolders, skipping ``.ipynb_checkpoints``, ``_build`` and notebooks
-whose name starts with ``_``; a notebook named explicitly is always checked. With no path, the
+A folder is searched with its subfolders, skipping hidden ones (``.ipynb_checkpoints``, ``.venv``),
+``_build`` and notebooks whose name starts with ``_``; a notebook named explicitly is always
+checked. With no path, the
 current folder is searched. The exit status is 1 when a notebook has a problem, 0 otherwise.
 
 From Carry On, a book on recurrent networks in JAX and Flax (Apache-2.0), where it checks every
@@ -196,8 +197,9 @@ def find_notebooks(paths: Iterable[Path | str]) -> Iterator[Path]:
     for path in map(Path, paths):
         if path.is_dir():
             for notebook in sorted(path.rglob("*.ipynb")):
-                parts = notebook.relative_to(path).parts
-                if SKIPPED_DIRS.isdisjoint(parts) and not notebook.name.startswith("_"):
+                folders = notebook.relative_to(path).parts[:-1]
+                hidden = any(folder.startswith(".") for folder in folders)
+                if not hidden and SKIPPED_DIRS.isdisjoint(folders) and notebook.name[0] != "_":
                     yield notebook
         else:
             yield path
