@@ -236,7 +236,7 @@ def test_the_remote_hook_is_this_repositorys_pinned_to_this_releases_tag():
 def test_the_copy_is_downloaded_from_this_releases_tag_and_run_by_a_local_hook():
     (raw,) = re.findall(r"^RAW=(\S+)$", markdown(), re.M)
     (download,) = re.findall(
-        r'^mkdir -p (\S+) && curl -fsSL -o (\S+) "\$RAW/(\S+)"$', markdown(), re.M
+        r'^mkdir -p (\S+)\ncurl -fsSL -o (\S+) "\$RAW/(\S+)"$', markdown(), re.M
     )
     folder, target, path = download
     repository = load_repository()
