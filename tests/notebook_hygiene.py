@@ -1,44 +1,34 @@
-#!/usr/bin/env python3
-"""Notebook hygiene: checks that nbval cannot make by itself.
+"""Notebook hygiene for this book: the generic rules for any notebook, and the book's own.
 
-nbval compares a fresh run of each cell with the output stored in the notebook. A cell that was
-never executed stores no output, so nbval has nothing to compare and passes it silently. This
-file catches that and the other ways a committed notebook can be stale or noisy. Its generic
-rules apply to any notebook:
+The generic rules live in ``tools/notebook_hygiene.py``, one file that needs only the Python
+standard library, which readers copy into their own repositories (the appendix on testing
+notebooks shows how) and which ``.pre-commit-hooks.yaml`` offers as the pre-commit hook
+``notebook-hygiene``. They catch what nbval cannot see by itself: code cells never executed or not
+executed in order, stored stderr, errors in cells not marked as raising, code lines over 88
+characters (the width of a code block on the rendered page; ``book/ruff.toml`` formats the
+chapters to it), notebooks over 2 MB.
 
-- every non-empty code cell has an ``execution_count``, and the counts run 1, 2, 3, ... in order,
-  so the stored outputs come from one top-to-bottom run;
-- no stored stderr stream (warnings and other noise, which often carry paths of one machine);
-- no stored error, unless the cell is marked as expected to raise (the ``raises-exception`` tag,
-  or a ``# NBVAL_RAISES_EXCEPTION`` comment);
-- the file is at most 2 MB;
-- no line of a code cell is longer than 88 characters (``--max-line-length``), the width of a
-  code block on this book's rendered page (``book/ruff.toml`` formats the chapters to it).
+This module imports those rules, so the book and its readers run the same code, and adds the
+rules of the book's own chapters (notebooks in the ``book/`` folder of the repository that holds
+this file, when it has a ``_config.yml``):
 
-This book's chapters (notebooks in the ``book/`` folder of the repository that holds this file,
-when it has a ``_config.yml``) must also follow two rules of the book's own:
-
-- the first code cell is the Colab setup cell: it installs rnnlib from the repository only when
-  running in Colab, and pins neither jax nor flax (Colab ships its own);
+- the first code cell is the Colab setup cell: it installs only when running in Colab, and pins
+  neither jax nor flax (Colab ships its own); a chapter that imports rnnlib installs rnnlib
+  from the repository (the one that does not, the appendix on testing notebooks, installs only
+  the tools it teaches);
+- the setup cell is collapsed, and no cell of asserts only is shown open;
 - the first markdown cell has an "Open in Colab" badge pointing at this very notebook.
 
 The repository address comes from ``_config.yml`` (``repository.url`` and ``repository.branch``),
 the one place it lives. :func:`badge_markdown` and :func:`setup_cell_source` give the canonical
-text, so chapter authors and the template paste exactly what the check expects.
-
-The generic rules need nothing but the Python standard library (3.8 or newer), so the file works
-on its own, outside this repository:
-
-- as a pre-commit hook: ``.pre-commit-hooks.yaml`` at the repository root defines the hook
-  ``notebook-hygiene``, which runs this file (``language: script``) on the notebooks pre-commit
-  hands it, with ``--generic``;
-- as a command, on a copy of this one file: ``python notebook_hygiene.py --generic notebooks/``.
+text, so chapter authors and the template paste exactly what the check expects. The hint for a
+stale chapter is ``make notebooks``; elsewhere it is the generic ``jupyter execute`` command.
 
 Command line, from this repository's root::
 
     python -m tests.notebook_hygiene              # every notebook under book/
     python -m tests.notebook_hygiene book/ch1.ipynb other_dir/
-    python tests/notebook_hygiene.py --generic some/notebooks/
+    python -m tests.notebook_hygiene --generic some/notebooks/   # as tools/notebook_hygiene.py
 
 A folder is searched recursively, skipping ``_build``, ``.ipynb_checkpoints`` and files whose name
 starts with ``_`` (such as ``book/_template.ipynb``). A file named explicitly is always checked.
@@ -48,33 +38,44 @@ when any problem is found.
 
 from __future__ import annotations
 
-import argparse
 import ast
-import json
 import re
 import sys
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tools import notebook_hygiene as generic
+from tools.notebook_hygiene import (
+    MAX_BYTES,
+    MAX_LINE_LENGTH,
+    RAISES_MARKER,
+    RAISES_TAGS,
+    SKIPPED_DIRS,
+    expects_error,
+    find_notebooks,
+    generic_problems,
+)
+from tools.notebook_hygiene import cell_source as _source
+
+__all__ = [
+    "MAX_BYTES",
+    "MAX_LINE_LENGTH",
+    "RAISES_MARKER",
+    "RAISES_TAGS",
+    "SKIPPED_DIRS",
+    "expects_error",
+    "find_notebooks",
+    "generic_problems",
+]
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
-MAX_BYTES = 2_000_000
-# The line-length of book/ruff.toml: wider code lines scroll sideways on the rendered page.
-MAX_LINE_LENGTH = 88
-SKIPPED_DIRS = {"_build", ".ipynb_checkpoints"}
-# Tags and comment markers under which nbval expects a cell to raise.
-RAISES_TAGS = {"raises-exception", "nbval-raises-exception"}
-RAISES_MARKER = "NBVAL_RAISES_EXCEPTION"
 COLAB_BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
 _COLAB_LINK = re.compile(r"https://colab\.research\.google\.com/github/[^\s)\"'>\]]+")
 _COLAB_GUARD = re.compile(r"""["']google\.colab["']\s+in\s+sys\.modules""")
 _PINNED_PACKAGES = re.compile(r"\b(jax|jaxlib|flax)\b")
-# How to get outputs from one clean run: in this book, and anywhere else.
+_IMPORTS_RNNLIB = re.compile(r"^\s*(?:from|import)\s+rnnlib\b", re.M)
+# How to get outputs from one clean run, in this book.
 RERUN_BOOK = "Run `make notebooks`."
-RERUN_GENERIC = (
-    "Run it again top to bottom in a fresh kernel (Restart & Run All, or "
-    "`jupyter execute --inplace NOTEBOOK`) and save it."
-)
 
 
 @dataclass(frozen=True)
@@ -197,24 +198,8 @@ def setup_cell_source(root: Path = REPO_ROOT) -> str:
     )
 
 
-def _source(cell: dict) -> str:
-    source = cell.get("source", "")
-    return "".join(source) if isinstance(source, list) else source
-
-
 def _code_without_comments(source: str) -> str:
     return "\n".join(line.split("#", 1)[0] for line in source.splitlines())
-
-
-def expects_error(cell: dict) -> bool:
-    """Whether nbval is told that this cell raises (by a tag or a comment marker)."""
-    tags = set(cell.get("metadata", {}).get("tags", []))
-    if tags & RAISES_TAGS:
-        return True
-    return any(
-        line.strip().startswith("#") and line.strip().lstrip("#").strip() == RAISES_MARKER
-        for line in _source(cell).splitlines()
-    )
 
 
 COLLAPSED_TAGS = {"hide-input", "hide-cell", "remove-input", "remove-cell"}
@@ -229,71 +214,27 @@ def only_checks(cell: dict) -> bool:
     return bool(body) and all(isinstance(statement, ast.Assert) for statement in body)
 
 
-def _setup_cell_problems(cell: dict, repo: Repository) -> list[str]:
+def uses_rnnlib(cells: list[dict]) -> bool:
+    """Whether a code cell imports rnnlib: then the setup cell must install it in Colab."""
+    return any(
+        _IMPORTS_RNNLIB.search(_source(cell)) for cell in cells if cell.get("cell_type") == "code"
+    )
+
+
+def _setup_cell_problems(cell: dict, repo: Repository, installs_rnnlib: bool = True) -> list[str]:
     source = _source(cell)
     code = _code_without_comments(source)
     problems = []
     if not _COLAB_GUARD.search(code):
         problems.append('it must install only in Colab: test `"google.colab" in sys.modules`')
     install = re.search(rf"git\+{re.escape(repo.url)}(?:\.git)?(?:@[\w./-]+)?(?=[\"'\s]|$)", code)
-    if "pip" not in code or "install" not in code or install is None:
+    if installs_rnnlib and ("pip" not in code or "install" not in code or install is None):
         problems.append(f"it must pip-install rnnlib from git+{repo.url}")
     install_lines = "\n".join(line for line in code.splitlines() if "pip" in line)
     pinned = sorted(set(_PINNED_PACKAGES.findall(install_lines.replace(repo.url, ""))))
     if pinned:
         problems.append(
             f"it must not install or pin {', '.join(pinned)}: Colab ships its own jax and flax"
-        )
-    return problems
-
-
-def generic_problems(
-    cells: list[dict], rerun: str = RERUN_GENERIC, max_line_length: int = MAX_LINE_LENGTH
-) -> list[str]:
-    """The problems of a notebook's cells under the rules that apply to any notebook."""
-    problems = []
-    expected_count = 1
-    never_executed = []
-    for index, cell in enumerate(cells):
-        if cell.get("cell_type") != "code":
-            continue
-        where = f"code cell {index}"
-        count = cell.get("execution_count")
-        if _source(cell).strip():
-            if count is None:
-                never_executed.append(index)
-            elif count != expected_count:
-                problems.append(
-                    f"{where} has execution_count {count}, expected {expected_count}: the "
-                    f"outputs are not from one top-to-bottom run. {rerun}"
-                )
-            expected_count += 1
-        for number, line in enumerate(_source(cell).splitlines(), start=1):
-            if len(line) > max_line_length:
-                problems.append(
-                    f"{where}, line {number} is {len(line)} characters long; the limit is "
-                    f"{max_line_length}, the width of the rendered page. Format the code "
-                    "(ruff format), and wrap long comments and strings by hand."
-                )
-        for output in cell.get("outputs", []):
-            kind = output.get("output_type")
-            if kind == "stream" and output.get("name") == "stderr":
-                first = "".join(output.get("text", "")).strip().splitlines()[:1]
-                problems.append(f"{where} stores stderr output: {first[0] if first else ''!r}")
-            elif kind == "error" and not expects_error(cell):
-                problems.append(
-                    f"{where} stores an error ({output.get('ename')}: {output.get('evalue')}) "
-                    "but is not tagged raises-exception"
-                )
-
-    if never_executed:
-        which = ", ".join(map(str, never_executed))
-        one = len(never_executed) == 1
-        cells_have = f"code cell {which} has" if one else f"code cells {which} have"
-        problems.insert(
-            0,
-            f"{cells_have} no execution_count: never executed, so nbval would pass "
-            f"{'it' if one else 'them'} without checking anything. {rerun}",
         )
     return problems
 
@@ -311,7 +252,8 @@ def book_problems(path: Path, cells: list[dict], root: Path) -> list[str]:
         )
     else:
         problems += [
-            f"the Colab setup cell is wrong: {p}" for p in _setup_cell_problems(setup, repo)
+            f"the Colab setup cell is wrong: {p}"
+            for p in _setup_cell_problems(setup, repo, installs_rnnlib=uses_rnnlib(cells))
         ]
         if "hide-input" not in setup.get("metadata", {}).get("tags", []):
             problems.append(
@@ -350,82 +292,46 @@ def check_notebook(
     *,
     book_rules: bool | None = None,
     max_line_length: int = MAX_LINE_LENGTH,
+    kernel: str | None = None,
 ) -> list[str]:
     """Every hygiene problem of one notebook, each as a readable sentence. Empty when clean.
 
     ``book_rules`` adds this book's own rules (the Colab setup cell and badge); by default they
-    apply exactly to the book's chapters (:func:`is_book_notebook`).
+    apply exactly to the book's chapters (:func:`is_book_notebook`). Without them, this is
+    exactly ``tools/notebook_hygiene.py``'s check (``kernel`` is the kernel its hints name).
     """
     path = Path(path)
     if book_rules is None:
         book_rules = is_book_notebook(path, root)
-    problems = []
-    size = path.stat().st_size
-    if size > MAX_BYTES:
-        problems.append(
-            f"the file is {size:,} bytes; the limit is {MAX_BYTES:,}. Make figures smaller or "
-            "print less."
-        )
-    try:
-        notebook = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        return [*problems, f"it is not a readable notebook (invalid JSON: {error})"]
-    cells = notebook.get("cells", [])
-    rerun = RERUN_BOOK if book_rules else RERUN_GENERIC
-    problems += generic_problems(cells, rerun, max_line_length)
-    if book_rules:
-        problems += book_problems(path, cells, root)
-    return problems
-
-
-def find_notebooks(paths: Iterable[Path | str]) -> Iterator[Path]:
-    """Notebooks named by ``paths``: files as given; folders searched as described above."""
-    for path in map(Path, paths):
-        if path.is_dir():
-            for notebook in sorted(path.rglob("*.ipynb")):
-                parts = notebook.relative_to(path).parts
-                if SKIPPED_DIRS.isdisjoint(parts) and not notebook.name.startswith("_"):
-                    yield notebook
-        else:
-            yield path
+    if not book_rules:
+        return generic.check_notebook(path, max_line_length=max_line_length, kernel=kernel)
+    notebook, problems = generic.read_notebook(path)
+    if notebook is None:
+        return problems
+    cells = notebook["cells"]
+    problems += generic_problems(cells, RERUN_BOOK, max_line_length)
+    return problems + book_problems(path, cells, root)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description="Check that committed notebooks hold the outputs of one clean run.",
-    )
-    parser.add_argument(
-        "paths", nargs="*", help="notebooks, or folders to search (default: this book's book/)"
-    )
+    parser = generic.argument_parser()
     parser.add_argument(
         "--generic",
         action="store_true",
-        help="only the rules for any notebook, even for this book's chapters",
-    )
-    parser.add_argument(
-        "--max-line-length",
-        type=int,
-        default=MAX_LINE_LENGTH,
-        help=f"the longest code line allowed (default {MAX_LINE_LENGTH})",
+        help="only the rules for any notebook (tools/notebook_hygiene.py's), even for this "
+        "book's chapters",
     )
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    failed = 0
-    checked = 0
-    for notebook in find_notebooks(args.paths or [REPO_ROOT / "book"]):
-        checked += 1
-        problems = check_notebook(
+    return generic.report(
+        find_notebooks(args.paths or [REPO_ROOT / "book"]),
+        lambda notebook: check_notebook(
             notebook,
             REPO_ROOT,
             book_rules=False if args.generic else None,
             max_line_length=args.max_line_length,
-        )
-        if problems:
-            failed += 1
-            print(f"{notebook}:")
-            for problem in problems:
-                print(f"  - {problem}")
-    print(f"notebook hygiene: {checked} checked, {failed} with problems")
-    return 1 if failed else 0
+            kernel=args.kernel_name,
+        ),
+    )
 
 
 if __name__ == "__main__":

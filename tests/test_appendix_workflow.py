@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.notebook_hygiene import REPO_ROOT, load_repository, setup_cell_source
+from tests.notebook_hygiene import REPO_ROOT, load_repository
 
 # nbformat and nbval exist only in the pinned env; they are imported inside the tests.
 pytestmark = pytest.mark.pinned_env
@@ -60,8 +60,8 @@ def stdout(cell: dict) -> str:
     )
 
 
-def constants() -> dict[str, str | tuple[str, ...]]:
-    """Every `NAME = "text"` (or a tuple of texts) at the top level of the appendix's cells."""
+def constants() -> dict:
+    """Every `NAME = "text"` (or a tuple or dict of texts) at the top level of the appendix."""
     found = {}
     for cell in code_cells():
         for node in ast.parse(source(cell)).body:
@@ -70,8 +70,10 @@ def constants() -> dict[str, str | tuple[str, ...]]:
                     value = ast.literal_eval(node.value)
                 except ValueError:
                     continue
-                if isinstance(value, str) or (
-                    isinstance(value, tuple) and all(isinstance(v, str) for v in value)
+                if (
+                    isinstance(value, str)
+                    or (isinstance(value, tuple) and all(isinstance(v, str) for v in value))
+                    or (isinstance(value, dict) and all(isinstance(v, str) for v in value.values()))
                 ):
                     found[node.targets[0].id] = value
     return found
@@ -91,6 +93,7 @@ def environment() -> dict[str, str]:
     with this environment's tools first on the PATH."""
     env = {key: value for key, value in os.environ.items() if not key.startswith(C["UNSET"])}
     env["PATH"] = os.pathsep.join([str(BIN), os.environ["PATH"]])
+    env.update(C["LAYOUT"])  # the appendix's export line
     return env
 
 
@@ -116,7 +119,8 @@ def nbval(command: str, cwd: Path) -> tuple[int, list[str], str]:
 
 
 def test_the_appendix_defines_every_file_and_command_it_tells_a_reader_to_use():
-    for name in ["INSTALL", "REEXECUTE", "PYTEST", "SANITIZE", "PRECOMMIT", "HYGIENE", "WORKFLOW"]:
+    names = ["INSTALL", "REEXECUTE", "PYTEST", "SANITIZE", "PRECOMMIT", "PRECOMMIT_LOCAL"]
+    for name in [*names, "HYGIENE", "WORKFLOW"]:
         assert C.get(name), name
 
 
@@ -156,8 +160,17 @@ def test_the_workflow_checks_out_sets_up_python_installs_and_runs_both_checks():
         "actions/checkout",
         "actions/setup-python",
     ]
+    # The layout, named once at the top, is the appendix's, and the setup takes its Python and
+    # the cache's key from the reader's own files.
+    assert workflow["env"] == C["LAYOUT"]
+    assert steps[1]["with"] == {
+        "python-version-file": "${{ env.PYTHON_VERSION_FILE }}",
+        "cache": "pip",
+        "cache-dependency-path": "${{ env.REQUIREMENTS }}",
+    }
+    assert "python-version:" not in C["WORKFLOW"]  # no Python of the workflow's own
     runs = [" ".join(step["run"].split()) for step in steps[2:]]
-    assert runs[0].startswith("python -m pip install -r requirements.txt ")
+    assert runs[0].startswith('python -m pip install -r "$REQUIREMENTS" ')
     # The pip line, the hygiene command and the test command, word for word as the page says.
     assert runs[0].endswith(" ".join(C["INSTALL"].split()))
     assert runs[1:] == [C["HYGIENE"], " ".join(C["PYTEST"].split())]
@@ -191,50 +204,87 @@ def test_the_sanitize_file_is_the_books_own():
     assert stdout(defining_cell("SANITIZE")) == C["SANITIZE"]
 
 
-def test_the_pre_commit_config_points_at_this_repositorys_hook():
+def release_tag() -> str:
+    """The tag of this release: v + the version in pyproject.toml (CONTRIBUTING.md, Releasing)."""
+    pyproject = (REPO_ROOT / "pyproject.toml").read_text()
+    (version,) = re.findall(r'^version = "([^"]+)"$', pyproject, re.M)
+    return f"v{version}"
+
+
+def markdown() -> str:
+    cells = json.loads(APPENDIX.read_text(encoding="utf-8"))["cells"]
+    return "".join("".join(cell["source"]) for cell in cells if cell["cell_type"] == "markdown")
+
+
+def test_the_remote_hook_is_this_repositorys_pinned_to_this_releases_tag():
     config = yaml.safe_load(C["PRECOMMIT"])
     (repository,) = config["repos"]
     assert repository["repo"] == load_repository().url
-    assert isinstance(repository["rev"], str) and repository["rev"]
+    # A release tag, never a branch: pre-commit warns about a `rev` that can move.
+    assert repository["rev"] == release_tag()
+    assert f"rev: {release_tag()}" in HOOKS.read_text()  # the example in the hooks file
+    citation = (REPO_ROOT / "CITATION.cff").read_text()
+    assert f'\nversion: "{release_tag()[1:]}"\n' in citation  # one version everywhere
     (hook,) = repository["hooks"]
     assert hook["id"] in {hook["id"] for hook in yaml.safe_load(HOOKS.read_text())}
+    assert hook["args"] == ["--kernel-name=python3"]  # what the re-execution command runs
+    assert "--kernel_name=python3" in C["REEXECUTE"]
     assert C["HYGIENE"] == f"pre-commit run {hook['id']} --all-files"
     assert stdout(defining_cell("PRECOMMIT")) == C["PRECOMMIT"]
 
 
-def test_the_download_command_fetches_the_hooks_file_from_this_repository():
-    markdown = "".join(
-        "".join(cell["source"])
-        for cell in json.loads(APPENDIX.read_text(encoding="utf-8"))["cells"]
-        if cell["cell_type"] == "markdown"
+def test_the_copy_is_downloaded_from_this_releases_tag_and_run_by_a_local_hook():
+    (raw,) = re.findall(r"^RAW=(\S+)$", markdown(), re.M)
+    (download,) = re.findall(
+        r'^mkdir -p (\S+)\ncurl -fsSL -o (\S+) "\$RAW/(\S+)"$', markdown(), re.M
     )
-    (raw,) = re.findall(r"^RAW=(\S+)$", markdown, re.M)
-    (path,) = re.findall(r'^curl -fsSLO "\$RAW/(\S+)"$', markdown, re.M)
+    folder, target, path = download
     repository = load_repository()
-    assert raw == f"https://raw.githubusercontent.com/{repository.slug}/{repository.branch}"
+    assert raw == f"https://raw.githubusercontent.com/{repository.slug}/{release_tag()}"
     (hook,) = yaml.safe_load(HOOKS.read_text())
-    script = shlex.split(hook["entry"])[0]
-    assert path == script
-    assert f"python {Path(script).name} --generic notebooks" in markdown
+    # The file the remote hook runs, saved at the same path in the reader's repository.
+    assert path == target == hook["entry"] and Path(target).parent.as_posix() == folder
+    config = yaml.safe_load(C["PRECOMMIT_LOCAL"])
+    (local,) = config["repos"]
+    (local_hook,) = local["hooks"]
+    assert local["repo"] == "local" and local_hook["id"] == hook["id"]
+    assert shlex.split(local_hook["entry"]) == ["python3", target]
+    assert local_hook["args"] == ["--kernel-name=python3"]
+    assert local_hook["language"] == "unsupported" and local_hook["types"] == ["jupyter"]
+    # `unsupported` is pre-commit 4.4's name for `system`; older releases reject it.
+    assert config["minimum_pre_commit_version"] == hook["minimum_pre_commit_version"] == "4.4.0"
+    assert stdout(defining_cell("PRECOMMIT_LOCAL")) == C["PRECOMMIT_LOCAL"]
+    assert f'`python3 {target} "$NOTEBOOKS"`' in markdown()
 
 
 # --- a reader's repository, tested as the appendix says -------------------------------------------
 
 
-def run_hook(repo: Path) -> subprocess.CompletedProcess:
-    """The hook of the appendix's .pre-commit-config.yaml, run as pre-commit runs it.
+def run_hook(repo: Path, config: str = "PRECOMMIT") -> subprocess.CompletedProcess:
+    """A hook of one of the appendix's .pre-commit-config.yaml files, run as pre-commit runs it.
 
-    `language: script`: the entry, from pre-commit's copy of the hook's repository (here, this
-    checkout), then the hook's args, then every file of the reader's repository that matches the
-    hook's `types` (`pre-commit run --all-files`), in the reader's repository.
+    The entry, then the hook's args, then every file of the reader's repository that matches the
+    hook's `types` (`pre-commit run --all-files`), in the reader's repository. For the remote
+    hook (`language: unsupported_script`), the entry is a file of pre-commit's copy of the hook's
+    repository (here, this checkout); for the local one (`language: unsupported`), a command in
+    the reader's repository, which holds the copy the appendix downloads.
     """
-    (repository,) = yaml.safe_load(C["PRECOMMIT"])["repos"]
+    (repository,) = yaml.safe_load(C[config])["repos"]
     (wanted,) = repository["hooks"]
-    (hook,) = [hook for hook in yaml.safe_load(HOOKS.read_text()) if hook["id"] == wanted["id"]]
-    assert hook["language"] == "script" and hook["types"] == ["jupyter"]
-    entry = shlex.split(hook["entry"])
     files = sorted(path.relative_to(repo).as_posix() for path in repo.rglob("*.ipynb"))
-    command = [str(REPO_ROOT / entry[0]), *entry[1:], *wanted.get("args", []), *files]
+    if repository["repo"] == "local":
+        assert wanted["language"] == "unsupported" and wanted["types"] == ["jupyter"]
+        entry = shlex.split(wanted["entry"])
+        copy = repo / entry[1]
+        copy.parent.mkdir(exist_ok=True)
+        copy.write_bytes((REPO_ROOT / entry[1]).read_bytes())  # the appendix's curl, offline
+        entry[0] = str(BIN / "python")  # python3 of the pinned environment
+    else:
+        (hook,) = [h for h in yaml.safe_load(HOOKS.read_text()) if h["id"] == wanted["id"]]
+        assert hook["language"] == "unsupported_script" and hook["types"] == ["jupyter"]
+        entry = shlex.split(hook["entry"])
+        entry[0] = str(REPO_ROOT / entry[0])
+    command = [*entry, *wanted.get("args", []), *files]
     return subprocess.run(
         command, cwd=repo, env=environment(), capture_output=True, text=True, timeout=120
     )
@@ -262,6 +312,7 @@ def write_notebook(repo: Path, name: str, sources: list[str], kernel="python3", 
         cells[index].metadata["tags"] = cell_tags
     spec = {"name": kernel, "display_name": f"Python ({kernel})", "language": "python"}
     path = repo / "notebooks" / f"{name}.ipynb"
+    path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(new_notebook(cells=cells, metadata={"kernelspec": spec}), path)
     return path
 
@@ -284,14 +335,24 @@ def clean_repo(tmp_path_factory) -> Path:
         kernel="my-project-env",
         tags={1: ["raises-exception"]},
     )
-    write_notebook(
+    write_notebook(  # in a subfolder, which the re-execution command must find
         repo,
-        "report",
+        "reports/report",
         ["# NBVAL_SKIP\nprint('slow step')", "# NBVAL_IGNORE_OUTPUT\nimport time\ntime.time()"],
     )
+    checkpoint = repo / "notebooks" / ".ipynb_checkpoints" / "data-checkpoint.ipynb"
+    checkpoint.parent.mkdir()
+    checkpoint.write_text("not a notebook")  # Jupyter's copy: neither executed nor tested
     done = shell(C["REEXECUTE"], repo)
     assert done.returncode == 0, done.stderr
-    for path in sorted((repo / "notebooks").glob("*.ipynb")):
+    checkpoint.unlink()
+    executed = sorted((repo / "notebooks").rglob("*.ipynb"))
+    assert [path.relative_to(repo).as_posix() for path in executed] == [
+        "notebooks/data.ipynb",
+        "notebooks/model.ipynb",
+        "notebooks/reports/report.ipynb",
+    ]
+    for path in executed:
         notebook = nbformat.read(path, as_version=4)
         assert [cell.execution_count for cell in notebook.cells] == [1, 2, 3][: len(notebook.cells)]
     model = nbformat.read(repo / "notebooks" / "model.ipynb", as_version=4)
@@ -310,9 +371,10 @@ def test_a_clean_repository_passes_strict_nbval_and_the_hygiene_hook(clean_repo,
     exit_code, failing, output = nbval(C["PYTEST"], clean_repo)
     assert (exit_code, failing) == (0, []), output
     assert re.search(r"\b6 passed, 1 skipped\b", output), output
-    hook = run_hook(clean_repo)
-    assert hook.returncode == 0, hook.stdout + hook.stderr
-    assert hook.stdout == "notebook hygiene: 3 checked, 0 with problems\n"
+    for config in ["PRECOMMIT", "PRECOMMIT_LOCAL"]:
+        hook = run_hook(clean_repo, config)
+        assert hook.returncode == 0, hook.stdout + hook.stderr
+        assert hook.stdout == "notebook hygiene: 3 checked, 0 with problems\n"
 
 
 @pytest.fixture(scope="module")
@@ -346,13 +408,13 @@ def broken_repo(clean_repo, tmp_path_factory) -> Path:
 
     variant("data", "stale", stale)
     variant("data", "never", never)
-    variant("data", "order", rerun)
+    variant("model", "order", rerun)  # it names the kernel my-project-env
     variant("model", "error", untagged)
-    variant("report", "report", skipped_stale)
+    variant("reports/report", "reports/report", skipped_stale)
     write_notebook(repo, "stderr", ["import warnings\n\nwarnings.warn('check the units')"])
     for unchanged in ["data", "model"]:  # passed both checks in the clean repository
         (folder / f"{unchanged}.ipynb").unlink()
-    done = shell(C["REEXECUTE"].replace("*", "stderr"), repo)
+    done = shell("jupyter execute --inplace --kernel_name=python3 notebooks/stderr.ipynb", repo)
     assert done.returncode == 0, done.stderr
     return repo
 
@@ -373,13 +435,19 @@ def test_each_fault_is_caught_by_the_check_the_appendix_names(broken_repo):
 
     hook = run_hook(broken_repo)
     assert hook.returncode == 1
+    # The copied-in file, run by the local hook, says exactly what the remote hook says.
+    assert run_hook(broken_repo, "PRECOMMIT_LOCAL").stdout == hook.stdout
     problems = flagged(hook.stdout)
     assert sorted(problems) == ["error", "never", "order", "stderr"], hook.stdout
     (never,) = problems["never"]
     assert never.startswith("code cell 2 has no execution_count")
+    # The hint names the kernel of the environment (the hook's --kernel-name=python3), not the
+    # one the notebook names, which the re-execution command does not use either.
     assert problems["order"] == [
         "code cell 1 has execution_count 5, expected 2: the outputs are not from one "
-        "top-to-bottom run. " + RERUN
+        "top-to-bottom run. Run it again top to bottom in a fresh kernel and save it: Restart "
+        "& Run All in Jupyter, or `jupyter execute --inplace --kernel_name=python3 "
+        "notebooks/order.ipynb`."
     ]
     (error,) = problems["error"]
     assert error.startswith("code cell 1 stores an error (ZeroDivisionError: division by zero)")
@@ -389,12 +457,6 @@ def test_each_fault_is_caught_by_the_check_the_appendix_names(broken_repo):
     # The stale outputs, and the skipped cell's, are no concern of the hygiene check: its
     # counts are 1, 2, 3. The appendix says both blind spots plainly.
     assert "stale" not in problems and "report" not in problems
-
-
-RERUN = (
-    "Run it again top to bottom in a fresh kernel (Restart & Run All, or "
-    "`jupyter execute --inplace NOTEBOOK`) and save it."
-)
 
 
 def appendix_function(*names: str):
@@ -412,7 +474,8 @@ def appendix_function(*names: str):
 def test_the_appendix_short_hygiene_flags_the_notebooks_the_hook_flags(clean_repo, broken_repo):
     hygiene, _ = appendix_function("hygiene", "cell_problems")
     for repo in [clean_repo, broken_repo]:
-        short = {path.stem for path in (repo / "notebooks").glob("*.ipynb") if hygiene(path) != []}
+        notebooks = (repo / "notebooks").rglob("*.ipynb")
+        short = {path.stem for path in notebooks if hygiene(path) != []}
         assert short == set(flagged(run_hook(repo).stdout)), repo
 
 
@@ -436,18 +499,53 @@ def test_the_appendix_reads_nothing_of_this_repository():
     for number, cell in enumerate(code_cells()):
         for pattern in forbidden:
             assert not re.search(pattern, source(cell)), (number, pattern)
-    # The first cell is the book's setup cell, which only Colab's install branch lets out.
-    assert source(code_cells()[0]) == setup_cell_source()
+    # Not even through its setup cell: it neither installs nor checks jax, flax or rnnlib.
+    assert not re.search(r"\b(jax|flax|rnnlib)\b", source(code_cells()[0]))
+
+
+def run_setup_cell(monkeypatch, missing=()):
+    """The appendix's setup cell, outside Colab, where these packages are not installed."""
+    import importlib.metadata
+
+    real = importlib.metadata.version
+
+    def version(name):
+        if name in missing:
+            raise importlib.metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    namespace = {}
+    exec(source(code_cells()[0]), namespace)
+    return namespace
+
+
+def test_the_setup_runs_anywhere_with_the_tools_and_needs_nothing_of_this_book(monkeypatch):
+    # A reader's environment next to their own notebooks: no jax, flax or rnnlib.
+    namespace = run_setup_cell(monkeypatch, missing={"jax", "jaxlib", "flax", "rnnlib"})
+    # What it checks is what the page runs: the pip line's tools, numpy and matplotlib.
+    assert namespace["missing"] == []
+    pins = shlex.split(C["INSTALL"].replace("\\\n", " "))[4:]
+    assert {pin.split("==")[0] for pin in pins} - set(namespace["TOOLS"]) == {"pre-commit"}
+
+
+def test_the_setup_stops_with_the_pip_command_when_a_tool_is_missing(monkeypatch):
+    with pytest.raises(RuntimeError) as stopped:
+        run_setup_cell(monkeypatch, missing={"nbval", "pytest-xdist", "matplotlib"})
+    assert str(stopped.value) == (
+        "This page needs nbval, pytest-xdist, matplotlib: pip install nbval pytest-xdist matplotlib"
+    )
 
 
 def test_in_colab_the_appendix_installs_what_it_imports_and_runs():
-    # Colab ships nbformat, numpy, pytest and ipykernel; nbval, nbclient and pytest-xdist are
-    # installed by the appendix's second cell, only in Colab.
-    second = source(code_cells()[1])
-    assert 'if "google.colab" in sys.modules:' in second
+    # Colab ships nbformat, numpy, matplotlib, pytest and ipykernel; nbval, nbclient and
+    # pytest-xdist are installed by the appendix's setup cell, only in Colab.
+    setup = source(code_cells()[0])
+    assert 'if "google.colab" in sys.modules:' in setup
     (tools,) = [
         node.value
-        for node in ast.walk(ast.parse(second))
+        for node in ast.walk(ast.parse(setup))
         if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "tools"
     ]
     installed = set(ast.literal_eval(tools))
@@ -460,5 +558,5 @@ def test_in_colab_the_appendix_installs_what_it_imports_and_runs():
             elif isinstance(node, ast.ImportFrom):
                 imported.add(node.module.split(".")[0])
     third_party = imported - set(sys.stdlib_module_names)
-    assert third_party == {"nbformat", "nbval", "numpy"}
+    assert third_party == {"nbformat", "nbval", "numpy", "matplotlib"}
     assert " -n 2" in C["PYTEST"]  # pytest-xdist

@@ -5,11 +5,13 @@ Notebooks are built as plain JSON here (no nbformat), so these tests run in both
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -45,8 +47,9 @@ def test_template_passes_hygiene_check_when_named_explicitly():
     assert hygiene.check_notebook(TEMPLATE) == []
 
 
-def test_folder_search_skips_template_build_and_checkpoints(tmp_path):
-    for name in ["ch1.ipynb", "_template.ipynb", "_build/x.ipynb", ".ipynb_checkpoints/ch1.ipynb"]:
+def test_folder_search_skips_template_build_checkpoints_and_hidden_folders(tmp_path):
+    hidden = [".ipynb_checkpoints/ch1.ipynb", ".venv/share/demo.ipynb"]
+    for name in ["ch1.ipynb", "_template.ipynb", "_build/x.ipynb", *hidden]:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("{}")
     assert list(hygiene.find_notebooks([tmp_path])) == [tmp_path / "ch1.ipynb"]
@@ -91,7 +94,7 @@ def good_notebook(path, root):
         ),
         new_markdown_cell("Some prose."),
         new_code_cell(
-            "print(1 + 1)",
+            "import rnnlib\n\nprint(1 + 1)",  # a chapter uses rnnlib
             execution_count=2,
             outputs=[new_output("stream", name="stdout", text="2\n")],
         ),
@@ -251,10 +254,43 @@ def test_line_length_limit_is_the_one_ruff_formats_the_book_to():
 def test_every_setup_cell_is_the_canonical_one():
     # The pattern check accepts variations; the chapters all use the exact text, which is what
     # CONTRIBUTING tells authors to keep and what test_repo_checks shows ruff leaves unchanged.
+    without_rnnlib = []
     for notebook in [*CHAPTERS, TEMPLATE]:
         cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
         setup = next(c for c in cells if c["cell_type"] == "code")
-        assert hygiene._source(setup) == hygiene.setup_cell_source(), notebook.name
+        if hygiene.uses_rnnlib(cells) or notebook == TEMPLATE:
+            assert hygiene._source(setup) == hygiene.setup_cell_source(), notebook.name
+        else:
+            without_rnnlib.append(notebook.name)
+    # Only the appendix imports nothing of rnnlib: its setup cell checks the tools it teaches
+    # (tests/test_appendix_workflow.py runs it without jax, flax or rnnlib).
+    assert without_rnnlib == ["appendix_testing_notebooks.ipynb"]
+
+
+TOOLS_SETUP = (
+    "import subprocess\nimport sys\n\n"
+    'if "google.colab" in sys.modules:\n'
+    '    subprocess.run([sys.executable, "-m", "pip", "install", "nbval"], check=True)\n'
+)
+
+
+def test_a_chapter_without_rnnlib_may_install_other_tools_in_colab(path, root):
+    notebook = good_notebook(path, root)
+    notebook["cells"][3]["source"] = "print(1 + 1)"  # no rnnlib left
+    notebook["cells"][1]["source"] = TOOLS_SETUP
+    assert check(notebook, path, root) == []
+    # Still only in Colab, and still never jax or flax.
+    notebook["cells"][1]["source"] = TOOLS_SETUP.replace('"google.colab" in sys.modules', "True")
+    one_problem(check(notebook, path, root), "install only in Colab")
+    notebook["cells"][1]["source"] = TOOLS_SETUP.replace('"nbval"]', '"nbval", "jax"]')
+    one_problem(check(notebook, path, root), "must not install or pin jax")
+
+
+def test_a_chapter_that_imports_rnnlib_must_install_it_in_colab(path, root):
+    notebook = good_notebook(path, root)
+    notebook["cells"][3]["source"] = "from rnnlib import LSTMCell\n\nprint(1 + 1)"
+    notebook["cells"][1]["source"] = TOOLS_SETUP
+    one_problem(check(notebook, path, root), "setup cell is wrong", f"rnnlib from git+{URL}")
 
 
 def test_setup_cell_comment_mentioning_jax_is_fine(path, root):
@@ -412,9 +448,39 @@ def test_generic_advice_names_a_command_outside_the_book_and_make_inside(path, r
     notebook = generic_notebook()
     notebook["cells"][2]["execution_count"] = None
     (outside,) = check(notebook, elsewhere, hygiene.REPO_ROOT)
-    assert "jupyter execute --inplace" in outside and "make notebooks" not in outside
+    assert "make notebooks" not in outside
+    # The command to copy: this notebook's path, and the kernel it names (python3 when none).
+    command = f"`jupyter execute --inplace --kernel_name=python3 {elsewhere}`"
+    assert outside.endswith(f"Restart & Run All in Jupyter, or {command}."), outside
     inside = check(notebook, path, root)
     assert "make notebooks" in inside[0] and "jupyter execute" not in inside[0]
+
+
+@pytest.mark.parametrize(
+    ("kernelspec", "override", "expected"),
+    [
+        (
+            {"name": "my-project-env", "display_name": "Mine", "language": "python"},
+            None,
+            "my-project-env",
+        ),
+        ({"name": "ir", "display_name": "R", "language": "R"}, None, "ir"),
+        (None, None, "python3"),
+        ({"display_name": "no name"}, None, "python3"),
+        ({"name": "my-project-env"}, "python3", "python3"),
+    ],
+    ids=["own-kernel", "another-language", "no-kernelspec", "no-name", "overridden"],
+)
+def test_every_hint_names_the_kernel_and_the_notebook(tmp_path, kernelspec, override, expected):
+    notebook = generic_notebook()
+    if kernelspec is not None:
+        notebook["metadata"]["kernelspec"] = kernelspec
+    cells = notebook["cells"]
+    cells[1]["execution_count"], cells[2]["execution_count"] = 4, None  # both hints appear
+    path = write(notebook, tmp_path / "my notebook.ipynb")  # a space: the path is quoted
+    problems = hygiene.check_notebook(path, book_rules=False, kernel=override)
+    command = f"jupyter execute --inplace --kernel_name={expected} '{path}'"
+    assert len(problems) == 2 and all(f"`{command}`" in p for p in problems), problems
 
 
 def test_max_line_length_can_be_changed(elsewhere):
@@ -446,9 +512,9 @@ def test_command_line_max_line_length(elsewhere, capsys):
     assert hygiene.main(["--max-line-length", "100", str(elsewhere)]) == 0
 
 
-# --- the file on its own, as a command and as the pre-commit hook ---------------------------------
+# --- the file readers copy in: tools/notebook_hygiene.py, as a command and as the hook ----------
 
-SCRIPT = hygiene.REPO_ROOT / "tests" / "notebook_hygiene.py"
+SCRIPT = hygiene.REPO_ROOT / "tools" / "notebook_hygiene.py"
 HOOKS = hygiene.REPO_ROOT / ".pre-commit-hooks.yaml"
 
 
@@ -460,9 +526,19 @@ def run_standalone(command, cwd):
     )
 
 
+def copied_in(tmp_path):
+    """The file alone, as a reader copies it into a repository of theirs."""
+    (tmp_path / "tools").mkdir(parents=True)
+    copy = tmp_path / "tools" / "notebook_hygiene.py"
+    copy.write_bytes(SCRIPT.read_bytes())
+    return copy
+
+
 def test_the_file_runs_on_its_own_with_the_standard_library_only(elsewhere):
+    reader = elsewhere.parents[1]
+    copy = copied_in(reader)
     write(generic_notebook(), elsewhere)
-    result = run_standalone([str(SCRIPT), "--generic", "notebooks"], elsewhere.parents[1])
+    result = run_standalone([str(copy), "notebooks"], reader)
     assert (result.returncode, result.stdout) == (
         0,
         "notebook hygiene: 1 checked, 0 with problems\n",
@@ -470,22 +546,117 @@ def test_the_file_runs_on_its_own_with_the_standard_library_only(elsewhere):
     notebook = generic_notebook()
     notebook["cells"][2]["outputs"].append(new_output("stream", name="stderr", text="oops\n"))
     write(notebook, elsewhere)
-    result = run_standalone([str(SCRIPT), "--generic", "notebooks"], elsewhere.parents[1])
+    result = run_standalone([str(copy), "notebooks"], reader)
     assert result.returncode == 1, result.stderr
     assert (
         "notebooks/analysis.ipynb:\n  - code cell 2 stores stderr output: 'oops'" in result.stdout
     )
+    # With no path it searches the current folder, subfolders included.
+    assert run_standalone([str(copy)], reader).stdout == result.stdout
 
 
-def test_the_hook_is_a_script_that_pre_commit_can_run_from_another_repository(elsewhere):
+def test_the_file_imports_nothing_but_the_standard_library():
+    tree = ast.parse(SCRIPT.read_text())
+    imported = {
+        alias.name.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    }
+    imported |= {
+        node.module.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module
+    }
+    assert imported - {"__future__"} <= set(sys.stdlib_module_names), imported
+
+
+def bad_notebooks(folder):
+    """A clean notebook and one notebook for each fault the generic rules catch."""
+    faults = {
+        "clean": lambda cells: None,
+        "never": lambda cells: cells[2].update(execution_count=None, outputs=[]),
+        "order": lambda cells: cells[2].update(execution_count=5),
+        "stderr": lambda cells: cells[2]["outputs"].append(
+            new_output("stream", name="stderr", text=["Warning: a\n", "b\n"])
+        ),
+        "error": lambda cells: cells[2].update(
+            outputs=[new_output("error", ename="KeyError", evalue="'x'", traceback=[])]
+        ),
+        "raises": lambda cells: cells[2].update(
+            outputs=[new_output("error", ename="KeyError", evalue="'x'", traceback=[])],
+            metadata={"tags": ["raises-exception"]},
+        ),
+        "long": lambda cells: cells[2].update(source="x = 1  # " + "a" * 90),
+    }
+    (folder / "sub").mkdir(parents=True)
+    for name, fault in faults.items():
+        notebook = generic_notebook()
+        notebook["metadata"]["kernelspec"] = {"name": f"kernel-{name}", "language": "python"}
+        fault(notebook["cells"])
+        write(notebook, folder / "sub" / f"{name}.ipynb")
+    (folder / "big.ipynb").write_text(json.dumps(generic_notebook()) + " " * hygiene.MAX_BYTES)
+    (folder / "broken.ipynb").write_text('{"cells": [')
+    (folder / "latin1.ipynb").write_bytes(b"\xff\xfe")
+    (folder / "list.ipynb").write_text("[]")
+    (folder / "folder.ipynb").mkdir()
+    (folder / ".ipynb_checkpoints").mkdir()
+    (folder / ".ipynb_checkpoints" / "never-checkpoint.ipynb").write_text("{}")
+
+
+def test_the_copied_in_file_and_the_books_generic_mode_agree(tmp_path):
+    reader = tmp_path / "reader"
+    copy = copied_in(reader)
+    bad_notebooks(reader / "notebooks")
+    for args in [[], ["--max-line-length=100"], ["--kernel-name=python3"]]:
+        alone = run_standalone([str(copy), *args, "notebooks"], reader)
+        book = subprocess.run(
+            [sys.executable, "-m", "tests.notebook_hygiene", "--generic", *args, "notebooks"],
+            cwd=reader,
+            env={**os.environ, "PYTHONPATH": str(hygiene.REPO_ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert (alone.returncode, alone.stdout, alone.stderr) == (1, book.stdout, ""), book.stderr
+        assert book.returncode == 1
+    # What the copy found, file by file: one line for each unreadable file, no traceback, and
+    # every fault caught exactly where it is.
+    found = {}
+    for line in run_standalone([str(copy), "notebooks"], reader).stdout.splitlines():
+        if line.endswith(".ipynb:"):
+            current = Path(line[:-1]).name
+        elif line.startswith("  - "):
+            found.setdefault(current, []).append(line[4:])
+    assert sorted(found) == sorted(
+        ["never.ipynb", "order.ipynb", "stderr.ipynb", "error.ipynb", "long.ipynb"]
+        + ["big.ipynb", "broken.ipynb", "latin1.ipynb", "list.ipynb", "folder.ipynb"]
+    )
+    assert all(len(problems) == 1 for problems in found.values()), found
+    assert "--kernel_name=kernel-never notebooks/sub/never.ipynb" in found["never.ipynb"][0]
+    assert "--kernel_name=kernel-order notebooks/sub/order.ipynb" in found["order.ipynb"][0]
+    assert found["stderr.ipynb"] == ["code cell 2 stores stderr output: 'Warning: a'"]
+    assert found["long.ipynb"][0].startswith("code cell 2, line 1 is 99 characters long")
+    assert found["big.ipynb"][0].startswith("the file is 2,000,")
+    assert found["broken.ipynb"][0].startswith("it is not a readable notebook (invalid JSON")
+    assert found["latin1.ipynb"][0].startswith("it is not a readable notebook (not UTF-8")
+    assert found["list.ipynb"] == ["it is not a notebook: no list of cells at its top level"]
+    assert found["folder.ipynb"] == ["it is not a regular file"]
+    no_limit = run_standalone([str(copy), "--max-line-length=0", "notebooks/sub"], reader)
+    assert "long.ipynb" not in no_limit.stdout and "order.ipynb" in no_limit.stdout
+
+
+def test_the_hook_runs_the_copy_in_file_as_pre_commit_runs_it_from_another_repository(elsewhere):
     (hook,) = yaml.safe_load(HOOKS.read_text())
     assert hook["id"] == "notebook-hygiene"
-    # language: script runs `entry` from pre-commit's copy of this repository, installs nothing,
-    # and appends the staged files that match `types`.
-    assert hook["language"] == "script" and hook["types"] == ["jupyter"]
+    # unsupported_script (pre-commit 4.4's name for `script`) runs `entry` from pre-commit's copy
+    # of this repository, installs nothing, and appends the staged files that match `types`.
+    assert hook["language"] == "unsupported_script" and hook["types"] == ["jupyter"]
+    assert hook["minimum_pre_commit_version"] == "4.4.0"
     entry = hook["entry"].split()
-    assert entry == ["tests/notebook_hygiene.py", "--generic"]
+    assert entry == ["tools/notebook_hygiene.py"]
     script = hygiene.REPO_ROOT / entry[0]
+    assert script == SCRIPT
     assert script.read_text().startswith("#!/usr/bin/env python3\n")
     assert os.access(script, os.X_OK)
     tracked = subprocess.run(

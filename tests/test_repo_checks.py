@@ -27,7 +27,7 @@ from tests.notebook_hygiene import REPO_ROOT, floor_versions, load_repository, s
 pytestmark = pytest.mark.pinned_env
 
 WORKFLOWS = sorted((REPO_ROOT / ".github" / "workflows").glob("*.yml"))
-LINTED = ["rnnlib", "tests", "benchmarks", "book"]
+LINTED = ["rnnlib", "tests", "benchmarks", "book", "tools"]
 
 
 def tool(name: str) -> str:
