@@ -27,7 +27,6 @@ _CONVENTIONAL = {
     "jax": "jax",
     "functools": "functools",
 }
-_SKIP_DIRS = frozenset({"__pycache__", "site-packages", "node_modules", "venv"})
 _LEGACY_REASON = (
     "rnnlib.legacy is the old API on purpose; move this code to the current API "
     "(flax.linen or rnnlib) by hand"
