@@ -13,8 +13,9 @@ from rnnlib.migrate.fixer import _fix_file
 from rnnlib.migrate.notebooks import check_document, parse_input
 from rnnlib.migrate.rules import rules_help
 
-# Measured by tests/migrate_corpus_report.py on Flax's own migration; shown in --help and in the
-# module docstring. Update it when the rules change (the script prints these numbers).
+# Measured by tests/migrate_corpus_report.py on Flax's own migration and by
+# tests/migrate_real_corpus_report.py on real code; shown in --help and in the module docstring.
+# Update it when the rules change (the scripts print these numbers).
 MEASURED = (
     "Measured on Flax's own migration (tests/migrate_corpus_report.py: the 7 Python files "
     "Flax's maintainers migrated by hand in commit b6ab7d69, compared hunk by hunk with what "
@@ -26,7 +27,13 @@ MEASURED = (
     "migrates it). Limits: a site is a hunk whose old statements hold a 0.6 construct, a "
     "definition tuned on this corpus; the corpus is Flax's own code (tests, examples), not "
     "the RL or research code of the period; a MyST Markdown notebook (the "
-    "Flax docs' linen_intro.md) is not read at all."
+    "Flax docs' linen_intro.md) is not read at all. "
+    "Measured on real code of the period (tests/migrate_real_corpus_report.py: 17 public files "
+    "from 10 projects, breaking lines marked by hand): recall 33/33 sites, precision 33/34 "
+    "error/review findings (one review of a call on a project's own wrapper); --fix changes 24 "
+    "of the sites and nothing else, and each file it leaves with exit 0 that runs on its own "
+    "gives Flax 0.6.11's outputs under current Flax. That corpus was gathered while these "
+    "rules were improved (recall 31/33 before), so it is not held out."
 )
 
 
