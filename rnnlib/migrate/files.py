@@ -171,10 +171,15 @@ def write_back(path: str, data: bytes, original: bytes, read_stat: os.stat_resul
     ):
         raise Refused("not rewritten: the file changed while it was being checked")
     mode = stat.S_IMODE(st.st_mode)
-    if not mode & 0o222 or not os.access(target, os.W_OK):
+    if not mode & 0o222:
         raise Refused(
             f"not rewritten: the file is read-only (mode {mode:04o}); make it writable "
             f"to let --fix change it"
+        )
+    if not os.access(target, os.W_OK):
+        raise Refused(
+            f"not rewritten: the file is read-only for this user (mode {mode:04o}, owner "
+            f"uid {st.st_uid})"
         )
     if st.st_nlink > 1:
         _write_in_place(target, data, original, st)

@@ -71,7 +71,7 @@ RULES = (
         "`TypeError: ... missing 1 required positional argument: 'features'`.",
         "`features=` added when the width is written in the file (the RNN's `cell_size`, the "
         "`size` of an old `initialize_carry` on the same cell or on the carry it is called "
-        "with) or readable from that carry (`carry[0].shape[-1]`).",
+        "with) or readable from that carry (`carry[0].shape[-1]`, `hidden[i].shape[-1]`).",
     ),
     Rule(
         "MIG004",
