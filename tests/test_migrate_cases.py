@@ -19,12 +19,16 @@ from __future__ import annotations
 import shutil
 import sys
 
-import numpy as np
 import pytest
 
 from tests.test_legacy_oracle import ORACLE_PYTHON, require_oracle_python
-from tests.test_migrate_idioms import CORPUS, migrate_json, run, run_snippet
-from tests.tolerance import assert_close, assert_identical
+from tests.test_migrate_idioms import (
+    CORPUS,
+    assert_same_numbers,
+    migrate_json,
+    run,
+    run_snippet,
+)
 
 
 def old_and_new(name, tmp_path):
@@ -42,13 +46,7 @@ def assert_same_run(path, tmp_path, terms):
     """`path` runs under the pinned Flax with the old program's parameters and outputs."""
     new = run(sys.executable, path, path.parent, tmp_path / "new.npz")
     assert new.returncode == 0, new.stderr[-3000:]
-    want, got = np.load(tmp_path / "old.npz"), np.load(tmp_path / "new.npz")
-    assert sorted(got.files) == sorted(want.files)
-    params = sorted(k for k in want.files if k.startswith("param/"))
-    assert params and any("/params/" in k for k in params)
-    assert_identical([got[k] for k in params], [want[k] for k in params])
-    outputs = sorted(k for k in want.files if k.startswith("out/"))
-    assert_close([got[k] for k in outputs], [want[k] for k in outputs], terms=terms)
+    assert_same_numbers(tmp_path / "old.npz", tmp_path / "new.npz", terms=terms)
 
 
 def edit(path, old, new):

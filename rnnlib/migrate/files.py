@@ -127,17 +127,8 @@ def read_bytes(path: str, expected: os.stat_result) -> bytes:
     kind = _kind(expected.st_mode)
     if kind is not None:
         raise Refused(f"{kind}, not a file to check; skipped")
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    flags |= getattr(os, "O_NOCTTY", 0)
+    fd = _open(path, os.O_RDONLY, expected, "cannot read:", "while it was read; skipped")
     try:
-        fd = os.open(path, flags)
-    except OSError as exc:
-        raise Refused(f"cannot read: {_why(exc)}") from None
-    try:
-        st = os.fstat(fd)
-        kind = _kind(st.st_mode)
-        if kind is not None or (st.st_dev, st.st_ino) != (expected.st_dev, expected.st_ino):
-            raise Refused(f"{kind or 'another file'} took its place while it was read; skipped")
         chunks = []
         while True:
             chunk = os.read(fd, 1 << 20)
@@ -149,6 +140,27 @@ def read_bytes(path: str, expected: os.stat_result) -> bytes:
         raise Refused(f"cannot read: {_why(exc)}") from None
     finally:
         os.close(fd)
+
+
+def _open(path: str, flags: int, expected: os.stat_result, failed: str, when: str) -> int:
+    """A descriptor on `path`, opened without blocking (a FIFO cannot stall the run) and
+    checked to be the regular file `expected` describes; raises Refused, its message starting
+    with `failed`, when it cannot be opened or something else took the file's place."""
+    flags |= getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise Refused(f"{failed} {_why(exc)}") from None
+    try:
+        st = os.fstat(fd)
+    except OSError as exc:
+        os.close(fd)
+        raise Refused(f"{failed} {_why(exc)}") from None
+    kind = _kind(st.st_mode)
+    if kind is not None or (st.st_dev, st.st_ino) != (expected.st_dev, expected.st_ino):
+        os.close(fd)
+        raise Refused(f"{failed} {kind or 'another file'} took its place {when}")
+    return fd
 
 
 # --------------------------------------------------------------------------------- writing
@@ -259,15 +271,8 @@ def _copy_xattrs(target: str, fd: int) -> bool:
 def _write_in_place(target: str, data: bytes, original: bytes, st: os.stat_result) -> None:
     """Overwrite `target`'s own bytes (its inode, links, owner and attributes stay); on a
     failure the original bytes are written back."""
-    flags = os.O_WRONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = _open(target, os.O_WRONLY, st, "not rewritten:", "while it was being fixed")
     try:
-        fd = os.open(target, flags)
-    except OSError as exc:
-        raise Refused(f"not rewritten: {_why(exc)}; the file is unchanged") from None
-    try:
-        now = os.fstat(fd)
-        if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino) or not stat.S_ISREG(now.st_mode):
-            raise Refused("not rewritten: another file took its place while it was being fixed")
         try:
             _write_all(fd, data, truncate=True)
         except OSError as exc:
