@@ -155,7 +155,10 @@ def report(corpus: Path) -> int:
     own_all = set().union(*own.values())
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp) / "before"
-        shutil.copytree(before_dir, work)
+        # A writable copy: the corpus may be read-only, and --fix refuses read-only files.
+        shutil.copytree(before_dir, work, copy_function=shutil.copyfile)
+        for path in [work, *work.rglob("*")]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
         for path in sorted(before_dir.iterdir()):
             if path.suffix != ".py":
                 print(f"{path.name}: not Python (.py or .ipynb); the tool does not read it\n")

@@ -32,9 +32,14 @@ Usage::
     rnnlib-migrate PATH...          # the same, as a console script
 
 Directories are searched recursively for ``*.py`` and ``*.ipynb`` (skipping hidden
-directories, ``__pycache__``, ``site-packages``, ``node_modules`` and ``venv``); a file named
-on the command line is always read, as a notebook when it ends in ``.ipynb`` and as Python
-otherwise.
+directories, ``__pycache__``, ``site-packages``, ``node_modules`` and ``venv``, and following
+symbolic links, each real directory once); a file named on the command line is always read, as
+a notebook when it ends in ``.ipynb`` and as Python otherwise. A file reached twice (through a
+link, a hard link, or named twice) is checked once. A FIFO, socket or device is reported and
+never opened, so a run cannot block on one; whatever cannot be read or parsed (no permission,
+a broken link, bad encoding, bad JSON, a notebook whose ``metadata`` is not an object, code
+nested too deeply for Python's parser) is one error line, and the run goes on with the other
+files (``rnnlib.migrate.files``).
 
 Each finding is printed as ``path:line:col: CODE severity: message`` followed by a suggested rewrite in
 the current API. Lines and columns count from 1 (columns in characters). In a notebook the
@@ -86,16 +91,26 @@ the edited spans as it was, re-parses its result before writing, and in a notebo
 code cells and writes the JSON back in the layout it was read in (a notebook whose layout it
 cannot reproduce byte for byte is left alone, with that reason).
 
+``--fix`` writes to the file a symbolic link points to and leaves the link a link. It refuses a
+read-only file, or one that changed while it was checked, and says so. It writes through a
+temporary file of its own (a fresh hidden name from ``tempfile.mkstemp``, beside the target,
+never a name of the user's), gives it the file's mode, owner, group and extended attributes,
+and moves it over the file in one step; a file with several hard links, or whose owner or
+attributes the temporary file cannot take on, is overwritten in place instead, so that it keeps
+them. A file it cannot write (in a read-only directory, on a full disk) is left as it was and
+reported.
+
 Exit status: ``0`` when nothing is left that breaks under current Flax or needs review
 (advice is left only without ``--strict``), ``1`` when something is, ``2`` when some input
-could not be read or parsed (a missing path, a syntax error, a
-notebook that is not valid JSON); it is reported and the other files are still scanned.
+could not be read or parsed (a missing path, a syntax error, a notebook that is not valid JSON,
+a FIFO) or ``--fix`` could not write a file; each is one line on stderr (``errors`` in JSON),
+and the other files are still checked.
 
 {measured}
 
 The code: ``rules`` (the table), one ``rule_*`` module per rule,
-``checker`` (runs them), ``fixer`` (``--fix``),
-``notebooks`` (reading files and notebooks), ``cli``.
+``checker`` (runs them), ``fixer`` (``--fix``), ``files`` (reading and writing files safely),
+``notebooks`` (parsing files and notebooks), ``cli``.
 """
 
 from __future__ import annotations

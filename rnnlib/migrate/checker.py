@@ -85,7 +85,9 @@ class Checker:
 
     # ------------------------------------------------------------------ shared by the rules
 
-    def add(self, node, code, message, suggestion, *, edits=None, reason=None) -> Finding:
+    def add(
+        self, node, code, message, suggestion, *, edits=None, reason=None, severity=None
+    ) -> Finding:
         finding = Finding(
             self.path,
             self.cell,
@@ -96,7 +98,7 @@ class Checker:
             suggestion,
             fixable=reason is None,
             reason=reason,
-            severity=BY_CODE[code].severity,
+            severity=severity or BY_CODE[code].severity,
             edits=edits or [],
         )
         self.findings.append(finding)

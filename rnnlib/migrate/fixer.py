@@ -5,16 +5,16 @@ applies them unit by unit, never two that overlap, then re-parses the result and
 again: what is left must be exactly the findings it did not fix, or nothing is written. It never
 touches a file it cannot parse, leaves every byte outside the edited spans as it was, and
 writes a notebook's JSON back in the layout it read (a notebook whose layout it cannot reproduce
-byte for byte is left alone, with that reason).
+byte for byte is left alone, with that reason). The bytes go to disk through
+``rnnlib.migrate.files.write_back``; when it refuses, the findings stay unfixed with its reason.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 
 from rnnlib.migrate.checker import Checker
+from rnnlib.migrate.files import Refused, write_back
 from rnnlib.migrate.findings import Error, Finding
 from rnnlib.migrate.names import _Names
 from rnnlib.migrate.notebooks import _mask_magics, _parse, _Unit
@@ -65,7 +65,7 @@ def _fix_unit(
         tree = _parse(parse_text)
         again = Checker(path, unit.cell, _Source(new_text, parse_text), tree, names).run()
         ok = len(again) == left
-    except (SyntaxError, ValueError, TypeError):
+    except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
         ok = False
     if not ok:
         for finding in findings:
@@ -79,12 +79,19 @@ def _fix_unit(
     return new_text
 
 
-def _write(path: str, data: bytes):
-    tmp = f"{path}.rnnlib-migrate.tmp"
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-    shutil.copymode(path, tmp)
-    os.replace(tmp, path)
+def _write(path: str, doc: dict, data: bytes, findings: list[Finding], errors: list) -> bool:
+    """Write `data` over the file `path` was read from (rnnlib.migrate.files); when that is
+    refused, the findings it would have fixed are left, with the reason."""
+    try:
+        write_back(path, data, doc["raw"], doc["stat"])
+    except Refused as exc:
+        errors.append(Error(path, f"--fix: {exc}"))
+        for finding in findings:
+            if finding.fixed:
+                finding.fixed, finding.fixable = False, False
+                finding.reason = f"--fix did not write the file: {exc}"
+        return False
+    return True
 
 
 def _fix_file(path: str, doc: dict, findings: list[Finding], errors: list) -> bool:
@@ -115,8 +122,7 @@ def _fix_file(path: str, doc: dict, findings: list[Finding], errors: list) -> bo
     if not new_texts:
         return False
     if doc["kind"] == "py":
-        _write(path, new_texts[None].encode(doc["encoding"]))
-        return True
+        return _write(path, doc, new_texts[None].encode(doc["encoding"]), findings, errors)
     for index, new in new_texts.items():
         cell = doc["data"]["cells"][index - 1]
         old = cell["source"]
@@ -125,5 +131,6 @@ def _fix_file(path: str, doc: dict, findings: list[Finding], errors: list) -> bo
         else:
             cell["source"] = new
     options, tail = style
-    _write(path, (json.dumps(doc["data"], **options) + tail).encode("utf-8"))
-    return True
+    return _write(
+        path, doc, (json.dumps(doc["data"], **options) + tail).encode("utf-8"), findings, errors
+    )

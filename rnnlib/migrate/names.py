@@ -27,7 +27,6 @@ _CONVENTIONAL = {
     "jax": "jax",
     "functools": "functools",
 }
-_SKIP_DIRS = frozenset({"__pycache__", "site-packages", "node_modules", "venv"})
 _LEGACY_REASON = (
     "rnnlib.legacy is the old API on purpose; move this code to the current API "
     "(flax.linen or rnnlib) by hand"
@@ -46,6 +45,7 @@ class _Names:
         self.bound: dict[str, str] = {}
         self.local: set[str] = set()
         self.star: list[str] = []
+        self.classes: set[str] = set()  # classes the file defines: its own, not Flax's
         self.scanned: dict[str, tuple[str, str]] = {}
         # The `nn.scan(...)` call each name in `scanned` was bound to (for its in_axes).
         self.scan_calls: dict[str, ast.Call] = {}
@@ -73,6 +73,8 @@ class _Names:
                     self.bound[alias.asname or alias.name] = f"{node.module}.{alias.name}"
         elif isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             self.local.add(node.name)
+            if isinstance(node, ast.ClassDef):
+                self.classes.add(node.name)
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             self.local.add(node.id)
         elif isinstance(node, ast.arg):

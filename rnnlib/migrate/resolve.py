@@ -6,8 +6,11 @@ The rules need more than import names: real code keeps a cell class in a datacla
 returns it from a helper method, or builds a cell once and calls ``cell.initialize_carry`` later.
 :class:`Kinds` follows those bindings inside one parsed unit: local assignments in the enclosing
 functions, class-body fields and ``self.x = ...`` in any method of the class, the one value a
-method returns, and ``rnn.cell`` of an ``nn.RNN``. A name bound more than once to things of
-different kinds, or by a ``for`` loop or tuple unpacking it cannot follow, is unknown.
+method (or a ``@property``) returns, and ``rnn.cell`` of an ``nn.RNN``. Containers are followed
+too: an element of a list, tuple or comprehension of cells (``self.lstm[i]`` after
+``self.lstm = [nn.ConvLSTM(...) for _ in range(n)]`` in ``setup``), and what a ``for`` loop
+binds from one, directly or through ``zip`` and ``enumerate``. A name bound more than once to
+things of different kinds, or by an unpacking it cannot follow, is unknown.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ RNN = "rnn"  # nn.RNN(...)
 CARRY = "carry"  # what an old initialize_carry call returned (its `size` is the width)
 
 _UNKNOWN = object()  # a binding whose value the resolver does not follow
+ELEMENT = "element"  # (ELEMENT, part, iterated): what a for loop over `iterated` binds
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.Module)
 
 
@@ -54,6 +58,7 @@ class Kinds:
         self.attrs: dict[int, dict[str, list]] = {}  # class id -> attribute -> values
         self.fields: dict[int, set[str]] = {}  # class id -> names set in the class body
         self.returns: dict[int, dict[str, list]] = {}  # class id -> method -> returned values
+        self.properties: dict[int, set[str]] = {}  # class id -> methods that are @property
         for node in ast.walk(tree):
             self._collect(node)
 
@@ -97,13 +102,38 @@ class Kinds:
                 # `c, h = nn.LSTMCell.initialize_carry(...)`: each part is a carry part.
                 self._bind_target(elt, ("part", i, value) if value is not _UNKNOWN else value, stmt)
 
+    def _bind_loop(self, target, iterated, stmt):
+        """``for x in xs`` binds ``x`` to an element of ``xs``; ``for a, b in zip(xs, ys)`` binds
+        ``b`` to an element of ``ys`` (and ``enumerate`` likewise), so that a cell taken from a
+        list built in ``setup`` keeps its kind."""
+        if isinstance(target, ast.Name) or (
+            isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+        ):
+            self._bind_target(target, (ELEMENT, None, iterated), stmt)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for i, elt in enumerate(target.elts):
+                if isinstance(elt, ast.Starred):
+                    self._bind_target(elt.value, _UNKNOWN, stmt)
+                else:
+                    self._bind_loop_part(elt, i, iterated, stmt)
+        else:
+            self._bind_target(target, _UNKNOWN, stmt)
+
+    def _bind_loop_part(self, target, i, iterated, stmt):
+        if isinstance(target, (ast.Tuple, ast.List)):  # for i, (a, b) in ...: not followed
+            self._bind_target(target, _UNKNOWN, stmt)
+        else:
+            self._bind_target(target, (ELEMENT, i, iterated), stmt)
+
     def _collect(self, node):
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 self._bind_target(target, node.value, node)
         elif isinstance(node, ast.AnnAssign):
             self._bind_target(node.target, node.value if node.value else _UNKNOWN, node)
-        elif isinstance(node, (ast.AugAssign, ast.For, ast.AsyncFor, ast.comprehension)):
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+            self._bind_loop(node.target, node.iter, node)
+        elif isinstance(node, ast.AugAssign):
             self._bind_target(node.target, _UNKNOWN, node)
         elif isinstance(node, (ast.With, ast.AsyncWith)):
             for item in node.items:
@@ -125,6 +155,8 @@ class Kinds:
                     if isinstance(n, ast.Return) and n.value is not None
                 ]
                 self.returns.setdefault(id(owner), {})[node.name] = values
+                if any(getattr(d, "id", None) == "property" for d in node.decorator_list):
+                    self.properties.setdefault(id(owner), set()).add(node.name)
 
     def _is_receiver(self, name: ast.Name) -> bool:
         """True when `name` is the first parameter of the method it is used in."""
@@ -183,6 +215,8 @@ class Kinds:
         if isinstance(node, tuple) and node[0] == "part":  # a part of an unpacked value
             inner = self.kind(node[2], depth + 1)
             return inner if inner is not None and inner.tag == CARRY else None
+        if isinstance(node, tuple) and node[0] == ELEMENT:  # bound by a for loop
+            return self._loop_kind(node[2], node[1], depth)
         if node is _UNKNOWN:
             return None
         found = self.names.cell_class(node) if isinstance(node, ast.expr) else None
@@ -198,12 +232,17 @@ class Kinds:
                     return Kind(SCAN, family, cell, node=self.names.scan_calls[node.id])
                 return None
             return self._one(values, depth, "variable")
+        if isinstance(node, ast.Subscript) and not isinstance(node.slice, ast.Slice):
+            return self.element_kind(node.value, depth + 1)  # self.cells[i]
         if isinstance(node, ast.Attribute):
             owner = self.self_attr(node)
             if owner is not None:
                 cls, attr = owner
                 values = self.attrs.get(id(cls), {}).get(attr)
                 via = "field" if attr in self.fields.get(id(cls), ()) else "attribute"
+                if not values and attr in self.properties.get(id(cls), ()):
+                    # a @property that builds the cell: what it returns
+                    values, via = self.returns[id(cls)][attr], "helper"
                 return self._one(values, depth, via) if values else None
             if node.attr == "cell":
                 rnn = self.kind(node.value, depth + 1)
@@ -214,6 +253,59 @@ class Kinds:
                             cell = kw.value
                     return self.kind(cell, depth + 1)
         return None
+
+    def _loop_kind(self, iterated, part, depth) -> Kind | None:
+        """The kind of what a for loop over `iterated` binds (part `part` of each element,
+        for ``zip`` and ``enumerate``; the whole element when `part` is None)."""
+        if part is None:
+            return self.element_kind(iterated, depth + 1)
+        if isinstance(iterated, ast.Call) and not iterated.keywords:
+            func = getattr(iterated.func, "id", None)
+            args = iterated.args
+            if any(isinstance(a, ast.Starred) for a in args):
+                return None
+            if func == "zip" and part < len(args):
+                return self.element_kind(args[part], depth + 1)
+            if func == "enumerate" and part == 1 and args:
+                return self.element_kind(args[0], depth + 1)
+        return None
+
+    def element_kind(self, node, depth: int = 0) -> Kind | None:
+        """The kind every element of the container `node` holds: a list, tuple or
+        comprehension of cells, ``[cell] * n``, ``list(...)`` of one, or a name or ``self.x``
+        bound to one (``self.lstm = [nn.ConvLSTM(...) for _ in range(n)]`` in ``setup``)."""
+        if node is None or depth > 12:
+            return None
+        if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            if not node.elts or any(isinstance(e, ast.Starred) for e in node.elts):
+                return None
+            return self._one(node.elts, depth, "element")
+        if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
+            return self.kind(node.elt, depth + 1)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+            for side in (node.left, node.right):
+                if isinstance(side, (ast.List, ast.Tuple)):
+                    return self.element_kind(side, depth + 1)
+            return None
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice):
+            return self.element_kind(node.value, depth + 1)  # cells[1:]
+        if isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords:
+            if getattr(node.func, "id", None) in ("list", "tuple", "reversed", "sorted"):
+                return self.element_kind(node.args[0], depth + 1)
+            return None
+        values = None
+        if isinstance(node, ast.Name):
+            values = self.values_of(node)
+        elif isinstance(node, ast.Attribute):
+            owner = self.self_attr(node)
+            if owner is not None:
+                values = self.attrs.get(id(owner[0]), {}).get(owner[1])
+        if not values or any(not isinstance(v, ast.expr) for v in values):
+            return None
+        kinds = [self.element_kind(v, depth + 1) for v in values]
+        if any(k is None for k in kinds) or len(set(kinds)) != 1:
+            return None
+        return kinds[-1]
 
     def _one(self, values, depth, via) -> Kind | None:
         kinds = [self.kind(v, depth + 1) for v in values]

@@ -209,16 +209,44 @@ def _written_carry_size(ctx, carry):
 
 
 def _carry_width(ctx, carry, name: str) -> str | None:
-    """`carry`'s width as an expression: `h.shape[-1]`, or `c[0].shape[-1]` for an LSTM."""
+    """`carry`'s width as an expression: `h.shape[-1]` (`hidden[i].shape[-1]`), or
+    `c[0].shape[-1]` for an LSTM, whose carry is `(c, h)`. Only a carry spelled as a plain
+    reference on one line is used (names, attributes, and subscripts by names or constants):
+    it is read once more where the cell is built, so it must have no effects of its own."""
     if isinstance(carry, (ast.Tuple, ast.List)) and carry.elts:
         first = carry.elts[0]
-        if isinstance(first, ast.Name):
-            return f"{first.id}.shape[-1]"
-        return None
-    if not isinstance(carry, (ast.Name, ast.Attribute)):
+        if not _plain_reference(first):
+            return None
+        text = ctx.src.segment(first)
+        return f"{text}.shape[-1]" if "\n" not in text and "\r" not in text else None
+    if not _plain_reference(carry):
         return None
     text = ctx.src.segment(carry)
+    if "\n" in text or "\r" in text:
+        return None
     return f"{text}.shape[-1]" if name == "GRUCell" else f"{text}[0].shape[-1]"
+
+
+def _plain_reference(node) -> bool:
+    """True for `h`, `self.h`, `hidden[i]`, `state[0][-1]`, `carries[i + 1]`: reading it again
+    calls nothing and binds nothing."""
+    if isinstance(node, ast.Name):
+        return True
+    if isinstance(node, ast.Attribute):
+        return _plain_reference(node.value)
+    if isinstance(node, ast.Subscript):
+        return _plain_reference(node.value) and _plain_index(node.slice)
+    return False
+
+
+def _plain_index(node) -> bool:
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, int) and not isinstance(node.value, bool)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return _plain_index(node.operand)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+        return _plain_index(node.left) and _plain_index(node.right)
+    return isinstance(node, (ast.Name, ast.Attribute)) and _plain_reference(node)
 
 
 def _available(ctx, node, at) -> bool:

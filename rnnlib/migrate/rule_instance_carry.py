@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import ast
 
-from rnnlib.migrate.names import _FEATURELESS_CELLS
+from rnnlib.migrate.names import _CONV_CELLS, _FEATURELESS_CELLS
 from rnnlib.migrate.resolve import INSTANCE
 from rnnlib.migrate.source import (
     _arg_spans,
@@ -45,15 +45,31 @@ def check(ctx, call: ast.Call):
     spelled = ctx.src.segment(receiver)
     kind = ctx.kinds.kind(receiver)
     if kind is None or kind.tag != INSTANCE:
-        if kind is not None or _own_method_takes(ctx, positional) or _other_library(ctx, call):
+        if kind is not None or _own_method_takes(ctx, call, positional):
             return None
+        if _other_library(ctx, call):
+            return None
+        message = (
+            f"{spelled}.initialize_carry(...) is called with three or more arguments, the shape "
+            f"of Flax 0.6's (rng, batch_dims, size); the checker cannot tell what {spelled} is"
+        )
+        wrapper = _wrapper_method(ctx, call)
+        if wrapper is not None:
+            message += (
+                f" (inside {wrapper}, which takes these arguments and hands them on, as Flax 0.6 "
+                f"wrappers of cells did)"
+            )
+        suggestion = (
+            f"if {spelled} is a Flax cell: {spelled}.initialize_carry(rng, <one input step>"
+            f".shape), with the cell built with features=<size>"
+        )
+        if args is not None and "init_fn" in args:
+            suggestion += f" and carry_init={ctx.src.segment(args['init_fn'])}"
         return ctx.add(
             call,
             "MIG008",
-            f"{spelled}.initialize_carry(...) is called with three or more arguments, the shape "
-            f"of Flax 0.6's (rng, batch_dims, size); the checker cannot tell what {spelled} is",
-            f"if {spelled} is a Flax cell: {spelled}.initialize_carry(rng, <one input step>"
-            f".shape), with the cell built with features=<size>",
+            message,
+            suggestion,
             reason=f"the type of {spelled} is not known here",
         )
     name = kind.cell
@@ -77,6 +93,12 @@ def check(ctx, call: ast.Call):
             f"{spelled}.initialize_carry({rng_src}, "
             f"{_with_placeholder(ctx.src, batch, '<input channels>')}), with {spelled} built "
             f"with features={seg(size)}"
+        )
+    elif name in _CONV_CELLS:
+        suggestion = (
+            f"{spelled}.initialize_carry({rng_src}, <one input step>.shape), the step shaped "
+            f"batch dims + signal dims + (input channels,); {spelled} carries its own features "
+            f"(the last entry of the old size) and kernel_size"
         )
     else:
         suggestion = (
@@ -160,13 +182,21 @@ def _other_library(ctx, call) -> bool:
     return qual is not None and qual.split(".")[0] in _OTHER_LIBRARIES
 
 
-def _own_method_takes(ctx, count: int) -> bool:
-    """True when the file defines an initialize_carry that accepts `count` arguments."""
+def _own_method_takes(ctx, call, count: int) -> bool:
+    """True when the file defines an initialize_carry that accepts `count` arguments, and
+    that method could be the one `call` reaches. The method `call` sits in does not count
+    unless `call` is made on its own receiver (``self`` or the class): a wrapper's
+    ``initialize_carry(self, rng, batch_dims, size, init_fn)`` that hands those arguments on to
+    ``cell.initialize_carry(...)`` is the Flax 0.6 pattern, not evidence that ``cell`` is the
+    wrapper."""
+    enclosing = _enclosing_functions(ctx, call)
     for tree in ctx.names.trees:
         for node in ast.walk(tree):
             if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
             if node.name != "initialize_carry":
+                continue
+            if any(node is f for f in enclosing) and not _on_own_receiver(ctx, call, node):
                 continue
             params = node.args.posonlyargs + node.args.args
             decorators = {getattr(d, "id", None) for d in node.decorator_list}
@@ -177,3 +207,36 @@ def _own_method_takes(ctx, count: int) -> bool:
             if least <= count and (count <= most or node.args.vararg is not None):
                 return True
     return False
+
+
+def _enclosing_functions(ctx, node) -> list:
+    found = []
+    scope = ctx.kinds.scope_of(node)
+    while scope is not None and not isinstance(scope, ast.Module):
+        if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            found.append(scope)
+        scope = ctx.kinds.scope_of(scope)
+    return found
+
+
+def _on_own_receiver(ctx, call, method) -> bool:
+    """True when `call` is made on `method`'s first parameter or on its class by name."""
+    receiver = call.func.value
+    if not isinstance(receiver, ast.Name):
+        return False
+    params = method.args.posonlyargs + method.args.args
+    decorators = {getattr(d, "id", None) for d in method.decorator_list}
+    if params and "staticmethod" not in decorators and receiver.id == params[0].arg:
+        return True
+    owner = ctx.parents.get(id(method))
+    return isinstance(owner, ast.ClassDef) and receiver.id == owner.name
+
+
+def _wrapper_method(ctx, call) -> str | None:
+    """`Class.initialize_carry` (or `initialize_carry`) when `call` sits in a method of that
+    name that does not call itself on its own receiver, else None."""
+    for func in _enclosing_functions(ctx, call):
+        if func.name == "initialize_carry" and not _on_own_receiver(ctx, call, func):
+            owner = ctx.parents.get(id(func))
+            return f"{owner.name}.{func.name}" if isinstance(owner, ast.ClassDef) else func.name
+    return None

@@ -20,7 +20,7 @@ import ast
 import re
 
 from rnnlib.migrate.names import _FEATURELESS_CELLS, _SCANS
-from rnnlib.migrate.resolve import SCAN
+from rnnlib.migrate.resolve import CLASS, SCAN
 
 _CELLISH = re.compile(r"cell|lstm|gru|rnn", re.IGNORECASE)
 
@@ -45,23 +45,51 @@ def check(ctx, calls):
                         "build it as ScannedCell(features=<hidden size>, ...)",
                         reason="the place where the scanned class is built is not in view",
                     )
-        elif not call.args and not call.keywords and ctx.kinds.kind(call.func) is None:
-            owner = ctx.kinds.self_attr(call.func)
-            field = owner is not None and owner[1] in ctx.kinds.fields.get(id(owner[0]), ())
-            method = owner is not None and owner[1] in ctx.kinds.returns.get(id(owner[0]), {})
-            hint = _cellish(ctx, call.func) if field and not method else None
-            if hint:
-                _unresolved(ctx, call, call.func, hint, scanned=False)
+        elif not call.args and all(kw.arg is None for kw in call.keywords):
+            # Built with no arguments, or only from **kwargs, which may or may not hold
+            # features.
+            unpacked = [ctx.src.segment(kw.value) for kw in call.keywords]
+            kind = ctx.kinds.kind(call.func)
+            if kind is None:
+                owner = ctx.kinds.self_attr(call.func)
+                field = owner is not None and owner[1] in ctx.kinds.fields.get(id(owner[0]), ())
+                method = owner is not None and owner[1] in ctx.kinds.returns.get(id(owner[0]), {})
+                hint = _cellish(ctx, call.func) if field and not method else None
+                if hint:
+                    _unresolved(ctx, call, call.func, hint, scanned=False, unpacked=unpacked)
+            elif unpacked and kind.tag in (CLASS, SCAN) and kind.cell in _FEATURELESS_CELLS:
+                if kind.family == "flax":
+                    _from_mapping(ctx, call, kind.cell, unpacked)
 
 
-def _unresolved(ctx, call, target, hint, scanned):
+def _from_mapping(ctx, call, cell, unpacked):
+    spelled = ctx.src.segment(call.func)
+    mapping = ", ".join(f"**{u}" for u in unpacked)
+    ctx.add(
+        call,
+        "MIG008",
+        f"{spelled}({mapping}) builds a {cell} from keyword arguments the checker cannot see; "
+        f"the current API requires features, which Flax 0.6 cells took none of",
+        f"make sure {mapping} holds features=<hidden size>, or write it: "
+        f"{spelled}(features=<hidden size>, {mapping})",
+        reason=f"what {mapping} holds is not known here",
+    )
+
+
+def _unresolved(ctx, call, target, hint, scanned, unpacked=()):
     spelled = ctx.src.segment(target)
-    what = f"nn.scan({spelled}, ...)" if scanned else f"{spelled}()"
+    args = ", ".join(f"**{u}" for u in unpacked)
+    what = f"nn.scan({spelled}, ...)" if scanned else f"{spelled}({args})"
+    built = (
+        f"built without features unless {args} holds them"
+        if unpacked
+        else ("built without features")
+    )
     ctx.add(
         call,
         "MIG008",
         f"{what}: the checker cannot tell which class {spelled} holds ({hint}); if it is a "
-        f"Flax 0.6-era cell, it is built without features and its initialize_carry is static",
+        f"Flax 0.6-era cell, it is {built} and its initialize_carry is static",
         "make sure the class is built with features=<hidden size> and its carry with "
         "cell.initialize_carry(rng, <one input step>.shape)",
         reason=f"the class {spelled} holds is not known here",
@@ -69,7 +97,11 @@ def _unresolved(ctx, call, target, hint, scanned):
 
 
 def _cellish(ctx, node) -> str | None:
-    """Why `node` looks like a cell class: its name or its annotation, or None."""
+    """Why `node` looks like a cell class: its name or its annotation, or None (also for a
+    class the file defines itself, which is not a Flax 0.6 cell)."""
+    if isinstance(node, ast.Name) and node.id in ctx.names.classes:
+        if ctx.kinds.values_of(node) is None and not ctx.kinds.is_param(node):
+            return None
     if isinstance(node, ast.Attribute):
         name = node.attr
         annotation = _field_annotation(ctx, node)

@@ -30,6 +30,13 @@ class Rule:
     finds: str
     breaks: str
     fix: str
+    # Lower severities some of its findings take, where `breaks` says when (MIG006).
+    also: tuple[str, ...] = ()
+
+    @property
+    def severities(self) -> str:
+        """The severity, or every severity its findings can take (``error/review/advice``)."""
+        return "/".join((self.severity, *self.also))
 
 
 RULES = (
@@ -64,7 +71,7 @@ RULES = (
         "`TypeError: ... missing 1 required positional argument: 'features'`.",
         "`features=` added when the width is written in the file (the RNN's `cell_size`, the "
         "`size` of an old `initialize_carry` on the same cell or on the carry it is called "
-        "with) or readable from that carry (`carry[0].shape[-1]`).",
+        "with) or readable from that carry (`carry[0].shape[-1]`, `hidden[i].shape[-1]`).",
     ),
     Rule(
         "MIG004",
@@ -90,11 +97,15 @@ RULES = (
         "RNNCellBase subclass",
         "A subclass of `nn.RNNCellBase` without `num_feature_axes`, or with an "
         "`initialize_carry` of the old `(rng, batch_dims, size)` form.",
-        "`nn.RNN` raises `NotImplementedError` (it reads `num_feature_axes`) or calls "
-        "`initialize_carry(rng, input_shape)` with the wrong arguments.",
+        "Only inside `nn.RNN` (and so `nn.Bidirectional`): `nn.RNN` raises "
+        "`NotImplementedError` (it reads `num_feature_axes`) or calls "
+        "`initialize_carry(rng, input_shape)` with the wrong arguments. An error where the file "
+        "hands the class to `nn.RNN`, review where an `nn.RNN` takes a cell the checker cannot "
+        "see, advice otherwise (a cell scanned with `nn.scan` runs as it is).",
         "a `num_feature_axes` property returning 1 added when nothing in the class mentions a "
         "convolution (its carry and input are plain vectors); the old `initialize_carry` is "
         "left to you.",
+        also=(REVIEW, ADVICE),
     ),
     Rule(
         "MIG007",
@@ -111,8 +122,10 @@ RULES = (
         REVIEW,
         "cannot prove safe",
         "An `nn.scan` over a class it cannot resolve whose name says it is a cell; an `nn.scan` "
-        "of a 0.6 cell that leaves the function unbuilt; an `initialize_carry` call with the "
-        "old three arguments on an object whose type it does not know.",
+        "of a 0.6 cell that leaves the function unbuilt; a cell built only from `**kwargs`, "
+        "which may lack `features`; an `initialize_carry` call with the old three arguments on "
+        "an object whose type it does not know (also inside a wrapper's own "
+        "`initialize_carry` that hands them on to its cells).",
         "Breaks if the object is a Flax cell, as MIG001, MIG003 or MIG007 say.",
         "none; the message says what to check.",
     ),
@@ -125,7 +138,7 @@ def rules_text() -> str:
     """The rules as reStructuredText definitions, for the module docstring."""
     out = []
     for rule in RULES:
-        out.append(f"``{rule.code}`` {rule.title} ({rule.severity})")
+        out.append(f"``{rule.code}`` {rule.title} ({rule.severities})")
         for label, text in (("finds", rule.finds), ("breaks", rule.breaks), ("--fix", rule.fix)):
             out.append(f"    *{label}*: {text.replace('`', '``')}")
     return "\n".join(out)
@@ -134,7 +147,7 @@ def rules_text() -> str:
 def rules_help() -> str:
     """The rules in one line each, for ``--help``."""
     return "\n".join(
-        f"  {rule.code} {rule.severity:<6} {rule.title}: --fix: {rule.fix}" for rule in RULES
+        f"  {rule.code} {rule.severities:<6} {rule.title}: --fix: {rule.fix}" for rule in RULES
     )
 
 
@@ -146,7 +159,7 @@ def rules_markdown() -> str:
     ]
     for rule in RULES:
         rows.append(
-            f"| {rule.code} {rule.title} | {rule.severity} | {rule.finds} | {rule.breaks} "
+            f"| {rule.code} {rule.title} | {rule.severities} | {rule.finds} | {rule.breaks} "
             f"| {rule.fix} |"
         )
     return "\n".join(rows)
