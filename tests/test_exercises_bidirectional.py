@@ -1,8 +1,8 @@
 """The Bidirectional chapter's checker: the backward direction written by hand."""
 
 import jax.numpy as jnp
+from flax.linen.recurrent import flip_sequences
 
-from rnnlib import flip_sequences
 from rnnlib.exercises.bidirectional import check_backward
 
 

@@ -1,4 +1,8 @@
-"""Checker for the Bidirectional chapter's exercise: the backward direction by hand."""
+"""Checker for the Bidirectional chapter's exercise: the backward direction by hand.
+
+The reader's attempt gets a forward ``flax.linen.RNN`` bound to its parameters, and is
+compared with ``nn.RNN(cell, reverse=True, keep_order=True)`` on the same parameters.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +11,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from rnnlib.exercises._check import Feedback, compare, run_cases
-from rnnlib.flip import flip_sequences
-from rnnlib.gru import GRUCell
-from rnnlib.rnn import RNN
 
 
 def _cases():
@@ -23,19 +24,21 @@ def _cases():
 
 
 def check_backward(backward_by_hand) -> Feedback:
-    """Check ``backward_by_hand(run, xs, lengths)`` against a backward RNN.
+    """Check ``backward_by_hand(run, xs, lengths)`` against a backward ``nn.RNN``.
 
-    ``run(xs, lengths)`` runs an ordinary, left-to-right ``RNN`` (outputs in input order).
-    The attempt must return what ``RNN(cell, reverse=True, keep_order=True)`` returns with
+    ``run(xs, lengths)`` runs an ordinary, left-to-right ``nn.RNN`` (outputs in input order).
+    The attempt must return what ``nn.RNN(cell, reverse=True, keep_order=True)`` returns with
     the same parameters and ``seq_lengths=lengths``: at every valid step ``t`` of sequence
     ``b``, the output after reading steps ``lengths[b] - 1`` down to ``t``. Padded steps are
     not checked.
     """
+    import flax.linen as nn
+
     cases, key = _cases()
-    cell = GRUCell(features=4)
-    params = RNN(cell).init(key, cases[0][1])
-    forward = RNN(cell)
-    reference = RNN(cell, reverse=True, keep_order=True)
+    cell = nn.GRUCell(features=4)
+    params = nn.RNN(cell).init(key, cases[0][1])
+    forward = nn.RNN(cell)
+    reference = nn.RNN(cell, reverse=True, keep_order=True)
 
     # Compiled once per input shape, so the attempt's calls and the diagnosis's reuse it.
     @jax.jit
@@ -60,6 +63,8 @@ def _judge(got, run, xs, lengths, want) -> str | None:
 
 
 def _diagnosis(got, want, run, xs, lengths, valid) -> str:
+    from flax.linen.recurrent import flip_sequences
+
     def same(a, b):
         return compare("", jnp.where(valid, a, 0), jnp.where(valid, b, 0)) is None
 
