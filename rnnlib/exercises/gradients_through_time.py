@@ -1,13 +1,14 @@
 """Checkers for the exercises of the chapter "Gradients through time".
 
-``check_gradient_norms(fn)``: ``fn(rnn, variables, xs)`` returns, for an input ``xs``
-shaped ``(batch, time, channels)``, the ``(batch, time)`` norms ``|| d h_T / d x_t ||`` of
-the Jacobian of each sequence's last output ``h_T`` with respect to each of its input
-steps ``x_t``.
+``check_gradient_norms(fn)``: ``fn(rnn, variables, xs)`` returns, for a ``flax.linen.RNN``
+and an input ``xs`` shaped ``(batch, time, channels)``, the ``(batch, time)`` norms
+``|| d h_T / d x_t ||`` of the Jacobian of each sequence's last output ``h_T`` with respect
+to each of its input steps ``x_t``.
 
-``check_checkpointed_rnn(fn)``: ``fn(cell, variables, xs)`` runs ``cell`` over a time-major
-input ``(time, batch, channels)`` with ``jax.checkpoint`` around each step, and returns the
-stacked outputs ``(time, batch, features)``, the same numbers as ``RNN(cell)``.
+``check_checkpointed_rnn(fn)``: ``fn(cell, variables, xs)`` runs a ``flax.linen`` cell over a
+time-major input ``(time, batch, channels)`` with ``jax.checkpoint`` around each step, and
+returns the stacked outputs ``(time, batch, features)``, the same numbers as
+``flax.linen.RNN(cell, time_major=True)``.
 """
 
 from __future__ import annotations
@@ -16,15 +17,12 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from rnnlib.exercises._check import Feedback, attempt, compare, run_cases
-from rnnlib.gru import GRUCell
-from rnnlib.lstm import LSTMCell
-from rnnlib.rnn import RNN
-from rnnlib.simple import SimpleCell
 
 # Elementwise functions a cell applies to its gates and carry; a backward pass that holds
 # one of them is computing the step again.
@@ -67,17 +65,17 @@ def _norm_cases():
     vanishingly small. Built once per process, from NumPy, with the reference compiled
     once per case: checking a stub and then a solution reuses them."""
     cells = [  # norms that shrink with distance, and norms that do not
-        ("LSTMCell(5), batch 3, 7 steps, 2 channels", LSTMCell(5), (3, 7, 2), 1.0),
+        ("nn.LSTMCell(5), batch 3, 7 steps, 2 channels", nn.LSTMCell(5), (3, 7, 2), 1.0),
         (
-            "GRUCell(3) with recurrent scale 3, batch 2, 5 steps, 4 channels",
-            GRUCell(3),
+            "nn.GRUCell(3) with recurrent scale 3, batch 2, 5 steps, 4 channels",
+            nn.GRUCell(3),
             (2, 5, 4),
             3.0,
         ),
     ]
     cases = []
     for index, (name, cell, shape, scale) in enumerate(cells):
-        rnn = RNN(cell)
+        rnn = nn.RNN(cell)
         xs = _inputs(100 + index, shape)
         variables = _variables(rnn.init, scale, 100 + index, xs)
         want = reference_gradient_norms(rnn, variables, xs)
@@ -208,8 +206,8 @@ def _checkpoint_cases():
     time-major, (time, batch, channels). Built once, like ``_norm_cases``: one compiled
     program per case gives the reference's outputs and gradient together."""
     cells = [
-        ("SimpleCell(4), 5 steps, batch 2, 3 channels", SimpleCell(4), (5, 2, 3)),
-        ("LSTMCell(3), 6 steps, batch 3, 2 channels", LSTMCell(3), (6, 3, 2)),
+        ("nn.SimpleCell(4), 5 steps, batch 2, 3 channels", nn.SimpleCell(4), (5, 2, 3)),
+        ("nn.LSTMCell(3), 6 steps, batch 3, 2 channels", nn.LSTMCell(3), (6, 3, 2)),
     ]
     cases = []
     for index, (name, cell, shape) in enumerate(cells):
@@ -245,7 +243,7 @@ def _outputs_and_grad(run, cell, variables, xs):
 
 
 def _reference_outputs(cell, variables, xs):
-    rnn = RNN(cell, time_major=True)
+    rnn = nn.RNN(cell, time_major=True)
     return rnn.apply({"params": {"cell": variables["params"]}}, xs)
 
 
@@ -288,7 +286,7 @@ def count_primitives(jaxpr, names) -> dict[str, int]:
 
 
 def check_checkpointed_rnn(fn: Callable[..., Any]) -> Feedback:
-    """Checks ``fn(cell, variables, xs)``: RNN's outputs and gradients, and a step that the
+    """Checks ``fn(cell, variables, xs)``: nn.RNN's outputs and gradients, and a step that the
     backward pass recomputes (``jax.checkpoint`` around the step, not around the scan)."""
 
     def run(cell, variables, xs):
