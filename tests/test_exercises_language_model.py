@@ -4,6 +4,7 @@ usual wrong attempt is rejected with a message that names what is wrong."""
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from rnnlib.exercises import language_model as lm
 
@@ -30,13 +31,34 @@ def generate(step, carry, first_id, keys):
     return jnp.stack(ids)
 
 
-def test_the_window_solutions_pass_every_case():
-    for solution in (make_windows, make_windows_numpy):
-        feedback = lm.check_windows(solution)
+def perplexity_optax_free(logits, targets):
+    """The chapter's solution: exp of the mean of -log_softmax at the targets."""
+    log_p = jax.nn.log_softmax(logits)
+    picked = jnp.take_along_axis(log_p, targets[..., None], axis=-1)
+    return jnp.exp(-picked.mean())
+
+
+def perplexity_by_hand(logits, targets):
+    """Another right answer, in NumPy: probabilities, then the geometric mean of 1 / p."""
+    logits = np.asarray(logits, np.float64)
+    p = np.exp(logits) / np.exp(logits).sum(axis=-1, keepdims=True)
+    picked = np.take_along_axis(p, np.asarray(targets)[..., None], axis=-1)
+    return float(np.prod(1.0 / picked) ** (1.0 / picked.size))
+
+
+@pytest.mark.parametrize(
+    "check, cases, solutions",
+    [
+        (lm.check_windows, lm.WINDOW_CASES, (make_windows, make_windows_numpy)),
+        (lm.check_perplexity, lm.PERPLEXITY_CASES, (perplexity_optax_free, perplexity_by_hand)),
+    ],
+    ids=["windows", "perplexity"],
+)
+def test_right_solutions_pass_every_case(check, cases, solutions):
+    for solution in solutions:
+        feedback = check(solution)
         assert feedback, str(feedback)
-        assert str(feedback) == (
-            f"✔ check_windows: all {len(lm.WINDOW_CASES)} cases match the reference."
-        )
+        assert str(feedback) == (f"✔ {check.__name__}: all {len(cases)} cases match the reference.")
 
 
 def test_unshifted_targets_are_named():
@@ -163,30 +185,6 @@ def test_the_toy_step_depends_on_carry_input_and_key():
     right = lm._generate(*args)
     for kwargs in (dict(thread=False), dict(feed=False), dict(fresh_keys=False)):
         assert not np.array_equal(lm._generate(*args, **kwargs), right), kwargs
-
-
-def perplexity_optax_free(logits, targets):
-    """The chapter's solution: exp of the mean of -log_softmax at the targets."""
-    log_p = jax.nn.log_softmax(logits)
-    picked = jnp.take_along_axis(log_p, targets[..., None], axis=-1)
-    return jnp.exp(-picked.mean())
-
-
-def perplexity_by_hand(logits, targets):
-    """Another right answer, in NumPy: probabilities, then the geometric mean of 1 / p."""
-    logits = np.asarray(logits, np.float64)
-    p = np.exp(logits) / np.exp(logits).sum(axis=-1, keepdims=True)
-    picked = np.take_along_axis(p, np.asarray(targets)[..., None], axis=-1)
-    return float(np.prod(1.0 / picked) ** (1.0 / picked.size))
-
-
-def test_the_perplexity_solutions_pass_every_case():
-    for solution in (perplexity_optax_free, perplexity_by_hand):
-        feedback = lm.check_perplexity(solution)
-        assert feedback, str(feedback)
-        assert str(feedback) == (
-            f"✔ check_perplexity: all {len(lm.PERPLEXITY_CASES)} cases match the reference."
-        )
 
 
 def test_a_uniform_model_has_the_vocabulary_size_as_its_perplexity():
