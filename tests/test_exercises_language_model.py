@@ -4,6 +4,7 @@ usual wrong attempt is rejected with a message that names what is wrong."""
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from rnnlib.exercises import language_model as lm
 
@@ -30,13 +31,34 @@ def generate(step, carry, first_id, keys):
     return jnp.stack(ids)
 
 
-def test_the_window_solutions_pass_every_case():
-    for solution in (make_windows, make_windows_numpy):
-        feedback = lm.check_windows(solution)
+def perplexity_optax_free(logits, targets):
+    """The chapter's solution: exp of the mean of -log_softmax at the targets."""
+    log_p = jax.nn.log_softmax(logits)
+    picked = jnp.take_along_axis(log_p, targets[..., None], axis=-1)
+    return jnp.exp(-picked.mean())
+
+
+def perplexity_by_hand(logits, targets):
+    """Another right answer, in NumPy: probabilities, then the geometric mean of 1 / p."""
+    logits = np.asarray(logits, np.float64)
+    p = np.exp(logits) / np.exp(logits).sum(axis=-1, keepdims=True)
+    picked = np.take_along_axis(p, np.asarray(targets)[..., None], axis=-1)
+    return float(np.prod(1.0 / picked) ** (1.0 / picked.size))
+
+
+@pytest.mark.parametrize(
+    "check, cases, solutions",
+    [
+        (lm.check_windows, lm.WINDOW_CASES, (make_windows, make_windows_numpy)),
+        (lm.check_perplexity, lm.PERPLEXITY_CASES, (perplexity_optax_free, perplexity_by_hand)),
+    ],
+    ids=["windows", "perplexity"],
+)
+def test_right_solutions_pass_every_case(check, cases, solutions):
+    for solution in solutions:
+        feedback = check(solution)
         assert feedback, str(feedback)
-        assert str(feedback) == (
-            f"✔ check_windows: all {len(lm.WINDOW_CASES)} cases match the reference."
-        )
+        assert str(feedback) == (f"✔ {check.__name__}: all {len(cases)} cases match the reference.")
 
 
 def test_unshifted_targets_are_named():
@@ -163,3 +185,60 @@ def test_the_toy_step_depends_on_carry_input_and_key():
     right = lm._generate(*args)
     for kwargs in (dict(thread=False), dict(feed=False), dict(fresh_keys=False)):
         assert not np.array_equal(lm._generate(*args, **kwargs), right), kwargs
+
+
+def test_a_uniform_model_has_the_vocabulary_size_as_its_perplexity():
+    """The checker's reference, through a right answer: equal logits give perplexity V."""
+    logits, targets = jnp.zeros((2, 3, 13)), jnp.zeros((2, 3), jnp.int32)
+    assert abs(float(perplexity_optax_free(logits, targets)) - 13.0) < 1e-4
+
+
+def test_the_cross_entropy_without_its_exponential_is_named():
+    def no_exp(logits, targets):
+        return jnp.log(perplexity_optax_free(logits, targets))
+
+    message = str(lm.check_perplexity(no_exp))
+    assert message.startswith("✘ check_perplexity: 2 problem(s)")
+    assert "it is the mean cross-entropy itself, ln(perplexity): take its exp" in message
+
+
+def test_the_mean_of_each_positions_exponential_is_named():
+    def mean_of_exps(logits, targets):
+        log_p = jax.nn.log_softmax(logits)
+        picked = jnp.take_along_axis(log_p, targets[..., None], axis=-1)
+        return jnp.exp(-picked).mean()
+
+    message = str(lm.check_perplexity(mean_of_exps))
+    assert "the mean of exp(cross-entropy) over the positions" in message
+
+
+def test_a_sum_instead_of_a_mean_is_named():
+    def summed(logits, targets):
+        log_p = jax.nn.log_softmax(logits)
+        return -jnp.take_along_axis(log_p, targets[..., None], axis=-1).sum()
+
+    assert "the summed cross-entropy: average it" in str(lm.check_perplexity(summed))
+
+
+def test_a_missing_minus_sign_is_named():
+    def reciprocal(logits, targets):
+        return 1.0 / perplexity_optax_free(logits, targets)
+
+    assert "it is 1 / perplexity" in str(lm.check_perplexity(reciprocal))
+
+
+def test_one_perplexity_per_sequence_is_named_by_its_shape():
+    def per_sequence(logits, targets):
+        log_p = jax.nn.log_softmax(logits)
+        picked = jnp.take_along_axis(log_p, targets[..., None], axis=-1)[..., 0]
+        return jnp.exp(-picked.mean(axis=-1))
+
+    message = str(lm.check_perplexity(per_sequence))
+    assert "case 'batch 2, 5 steps, 7 characters': the perplexity has shape (2,)" in message
+
+
+def test_a_wrong_value_with_no_known_cause_gives_both_numbers():
+    message = str(lm.check_perplexity(lambda logits, targets: 1.0))
+    for name, (logits, targets) in lm.perplexity_cases():
+        want = perplexity_by_hand(logits, targets)
+        assert f"case '{name}': the perplexity is 1; expected {want:.4g}" in message

@@ -1,11 +1,12 @@
 """Checkers for the chapter "A character-level language model" (``book/language_model.ipynb``).
 
 ``check_windows`` runs the reader's ``make_windows(ids, starts, length)``, which cuts training
-windows out of a text, and ``check_generate`` runs the reader's ``generate(step, carry,
-first_id, keys)``, the loop that writes text one character at a time. Both compare with a
-reference on a few cases; when the values are wrong they also run the usual mistakes (targets
-not shifted by one, the carry not threaded through the loop, ...) and, if the attempt matches
-one, say which::
+windows out of a text; ``check_perplexity`` runs the reader's ``perplexity(logits, targets)``;
+and ``check_generate`` runs the reader's ``generate(step, carry, first_id, keys)``, the loop that
+writes text one character at a time. Each compares with a reference on a few cases; when the
+values are wrong it also runs the usual mistakes (targets not shifted by one, a cross-entropy
+without its exponential, the carry not threaded through the loop, ...) and, if the attempt
+matches one, says which::
 
     from rnnlib.exercises.language_model import check_windows
     check_windows(make_windows)   # ✘ check_windows: ... the targets are the inputs themselves
@@ -122,6 +123,79 @@ def check_windows(make_windows: Callable[..., Any]) -> Feedback:
     problems = case_problems(make_windows, cases, judge)
     problems += [f"the values match a known mistake: {d}." for d in diagnoses]
     return Feedback("check_windows", len(WINDOW_CASES), tuple(problems))
+
+
+# Logits and targets for check_perplexity: seeded, of two shapes, scaled so that the
+# perplexities (about 11 and 25) are far from their logarithms, their reciprocals and the
+# other slips.
+PERPLEXITY_CASES = (("batch 2, 5 steps, 7 characters", (2, 5, 7), 0),
+                    ("batch 3, 4 steps, 11 characters", (3, 4, 11), 1))  # fmt: skip
+
+
+def _cross_entropies(logits, targets):
+    """``-ln p(target)`` at every position, in float64: ``(batch, time)``."""
+    logits = np.asarray(logits, np.float64)
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    log_p = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    return -np.take_along_axis(log_p, np.asarray(targets)[..., None], axis=-1)[..., 0]
+
+
+def _perplexity_mistakes(logits, targets):
+    """(value, what it means) for the usual wrong perplexities of these logits."""
+    ce = _cross_entropies(logits, targets)
+    return (
+        (ce.mean(), "it is the mean cross-entropy itself, ln(perplexity): take its exp"),
+        (np.exp(-ce.mean()), "it is 1 / perplexity: the cross-entropy is -ln p, with a minus"),
+        (np.exp(ce).mean(), "it is the mean of exp(cross-entropy) over the positions; the "
+         "perplexity is exp of the mean, which is smaller"),
+        (np.exp(ce.sum()), "it is exp of the summed cross-entropy: average over the positions"),
+        (ce.sum(), "it is the summed cross-entropy: average it, then take its exp"),
+        (2.0 ** ce.mean(), "it is 2 ** (mean cross-entropy) with the cross-entropy in nats: "
+         "use exp with natural logarithms (or 2 ** with log2 throughout)"),
+    )  # fmt: skip
+
+
+def perplexity_cases():
+    """``[(name, (logits, targets))]``: the cases ``check_perplexity`` runs."""
+    cases = []
+    for name, shape, seed in PERPLEXITY_CASES:
+        rng = np.random.default_rng(seed)
+        logits = jnp.asarray(1.5 * rng.normal(size=shape), jnp.float32)
+        targets = jnp.asarray(rng.integers(0, shape[-1], shape[:-1]), jnp.int32)
+        cases.append((name, (logits, targets)))
+    return cases
+
+
+def check_perplexity(perplexity: Callable[..., Any]) -> Feedback:
+    """Check ``perplexity(logits, targets) -> number``.
+
+    ``logits`` is ``(batch, time, vocab)`` floats and ``targets`` is ``(batch, time)`` int
+    character ids. The perplexity is ``exp`` of the mean, over every position, of the
+    cross-entropy ``-ln softmax(logits)[target]``: one number.
+    """
+
+    def judge(got, logits, targets) -> str | None:
+        want = float(np.exp(_cross_entropies(logits, targets).mean()))
+        try:
+            value = np.asarray(got, dtype=np.float64)
+        except Exception:  # a value NumPy cannot read as a number
+            return f"the perplexity should be one number; got {type(got).__name__}"
+        if value.size != 1:
+            return (
+                f"the perplexity has shape {value.shape}; expected one number, the mean over "
+                "every position of the batch, exponentiated once"
+            )
+        value = float(value.reshape(()))
+        if abs(value - want) <= 1e-4 * want:
+            return None
+        problem = f"the perplexity is {value:.4g}; expected {want:.4g}"
+        for mistake, meaning in _perplexity_mistakes(logits, targets):
+            if np.isfinite(mistake) and abs(value - mistake) <= 1e-4 * abs(mistake):
+                return f"{problem}: {meaning}"
+        return problem
+
+    cases = perplexity_cases()
+    return Feedback("check_perplexity", len(cases), tuple(case_problems(perplexity, cases, judge)))
 
 
 # A toy model for check_generate: 11 "characters", a carry of two int arrays like an LSTM's
