@@ -28,21 +28,33 @@ def _sub_jaxprs(eqn):
 
 
 def matmuls(fn, *args) -> tuple[int, int]:
-    """(matmuls inside loops, matmuls outside them) in the program JAX traces for ``fn(*args)``.
+    """(matmuls in the first loop, matmuls outside every loop) in the jaxpr of ``fn(*args)``.
 
-    A matmul is a ``dot_general`` equation; nested calls are followed, and everything inside a
-    ``scan`` or ``while`` body counts as inside the loop, where it runs once per step.
+    A matmul is a ``dot_general`` equation; nested calls are followed. The first loop is the
+    first ``scan`` or ``while`` met in the program's order, and what its body runs (calls and
+    loops nested in it too) runs once per step; in a training step that is the forward loop.
     """
-    counts = {True: 0, False: 0}
+    loops: list[int] = []
+    outside = 0
 
-    def walk(jaxpr, in_loop):
+    def walk(jaxpr, loop):
+        nonlocal outside
         for eqn in jaxpr.eqns:
-            counts[in_loop] += eqn.primitive.name == "dot_general"
+            if eqn.primitive.name == "dot_general":
+                if loop is None:
+                    outside += 1
+                else:
+                    loops[loop] += 1
+            if loop is None and eqn.primitive.name in _LOOPS:
+                loops.append(0)
+                inner = len(loops) - 1
+            else:
+                inner = loop
             for sub in _sub_jaxprs(eqn):
-                walk(sub, in_loop or eqn.primitive.name in _LOOPS)
+                walk(sub, inner)
 
-    walk(jax.make_jaxpr(fn)(*args).jaxpr, False)
-    return counts[True], counts[False]
+    walk(jax.make_jaxpr(fn)(*args).jaxpr, None)
+    return (loops[0] if loops else 0), outside
 
 
 def _normal(rng, shape, scale=1.0):
