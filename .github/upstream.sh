@@ -34,7 +34,7 @@ mkdir -p "$REPORT/notebooks"
 mapfile -t LINT_PINS < <(grep -E '^(ruff|actionlint[a-z-]*|jupytext)==' requirements.txt)
 "$PY" -m pip install --quiet --upgrade \
   jax jaxlib flax optax numpy matplotlib \
-  "jupyter-book<2" nbval nbclient nbformat ipykernel \
+  "jupyter-book<2" sphinx-mathjax-offline nbval nbclient nbformat ipykernel \
   pytest hypothesis libcst pyyaml "${LINT_PINS[@]}" || exit 1
 "$PY" -m pip install --quiet -e . || exit 1
 "$PY" -m pip freeze --exclude-editable > "$REPORT/versions.txt"

@@ -3,7 +3,6 @@
 import jax
 import jax.numpy as jnp
 
-import rnnlib
 from rnnlib.exercises.speed import check_hoisted_elman, matmuls
 
 
@@ -63,8 +62,8 @@ def test_outputs_left_time_major_are_a_wrong_shape():
 
 
 def test_matmuls_counts_a_loop_nested_inside_a_call():
-    """``matmuls`` finds the first loop inside nested calls: wrapped in a ``jax.jit`` and a
-    ``jax.custom_jvp``, a two-matmul loop still counts (2, 0), and a matmul before it 1."""
+    """``matmuls`` follows nested calls: wrapped in a ``jax.jit`` and a ``jax.custom_jvp``, a
+    two-matmul loop still counts (2, 0), and a matmul before it 1."""
 
     def loop(w, xs):
         step = lambda h, x: (jnp.tanh(x @ w + h @ w), h)  # noqa: E731
@@ -76,10 +75,26 @@ def test_matmuls_counts_a_loop_nested_inside_a_call():
     assert matmuls(jax.jit(nested), w, xs) == (2, 0)
     assert matmuls(lambda w, xs: jax.jit(nested)(w, xs @ w), w, xs) == (2, 1)
     assert matmuls(lambda w, xs: xs @ w, w, xs) == (0, 1)
-    # rnnlib's LSTM, whose loop sits inside its derivative rule on CPU, and without it
-    rnn = rnnlib.RNN(rnnlib.LSTMCell(features=4))
-    x = jax.ShapeDtypeStruct((2, 5, 3), jnp.float32)
-    variables = jax.eval_shape(rnn.init, jax.random.key(0), x)
-    assert matmuls(rnn.apply, variables, x) == (2, 0)
-    with rnnlib.fast.reference():
-        assert matmuls(rnn.apply, variables, x) == (2, 0)
+
+
+def test_matmuls_counts_a_while_loop_and_both_branches_of_a_cond():
+    def body(carry):
+        i, h, w = carry
+        h = jax.lax.cond(i % 2 == 0, lambda h: h @ w, lambda h: h @ w.T, h)
+        return i + 1, h, w
+
+    def run(w, h):
+        return jax.lax.while_loop(lambda c: c[0] < 4, body, (0, h @ w, w))[1]
+
+    assert matmuls(run, jnp.ones((3, 3)), jnp.ones((2, 3))) == (2, 1)
+
+
+def test_matmuls_counts_flax_lstm_cells_per_step():
+    """Flax's gate-by-gate LSTMCell runs 8 matmuls per step, OptimizedLSTMCell 2."""
+    import flax.linen as nn
+
+    x = jnp.ones((2, 5, 3))
+    for cell, per_step in ((nn.LSTMCell, 8), (nn.OptimizedLSTMCell, 2)):
+        rnn = nn.RNN(cell(features=4))
+        variables = jax.eval_shape(rnn.init, jax.random.key(0), x)
+        assert matmuls(rnn.apply, variables, x) == (per_step, 0)

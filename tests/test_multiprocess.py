@@ -18,6 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -25,7 +26,6 @@ import optax
 import psutil  # installed with ipykernel (requirements.txt)
 import pytest
 
-import rnnlib
 from tests.tolerance import assert_close
 
 PROGRAMS = Path(__file__).resolve().parents[1] / "book" / "programs"
@@ -70,7 +70,7 @@ def _train_args(folder, *more):
 
 def _one_device_run(x, seq_lengths, y):
     """The chapter's model and train step, on one device, written out independently."""
-    rnn = rnnlib.RNN(rnnlib.LSTMCell(features=FEATURES))
+    rnn = nn.RNN(nn.LSTMCell(features=FEATURES))
     key_rnn, key_head = jax.random.split(jax.random.key(SEED))
     head = jax.random.normal(key_head, (FEATURES, 1)) / jnp.sqrt(FEATURES)
     params = {

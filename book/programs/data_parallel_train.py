@@ -28,15 +28,15 @@ import time
 import traceback
 from pathlib import Path
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from flax.training import train_state
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
-
-import rnnlib
 
 ARRAYS = ("x", "seq_lengths", "y")  # one .npy file each in the dataset folder
 
@@ -63,13 +63,12 @@ def loss_fn(rnn, params, x, seq_lengths, y):
     return jnp.mean((prediction - y) ** 2)
 
 
-def make_train_step(rnn, optimizer):
+def make_train_step(rnn):
     @jax.jit
-    def train_step(params, opt_state, x, seq_lengths, y):
+    def train_step(state, x, seq_lengths, y):
         grad_fn = jax.value_and_grad(lambda p: loss_fn(rnn, p, x, seq_lengths, y))
-        loss, grads = grad_fn(params)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss
+        loss, grads = grad_fn(state.params)
+        return state.apply_gradients(grads=grads), loss
 
     return train_step
 
@@ -309,29 +308,32 @@ def train(args):
             for a in (x_all, lengths_all, y_all)
         ]
 
-    rnn = rnnlib.RNN(rnnlib.LSTMCell(features=args.features))
-    optimizer = optax.adam(args.learning_rate)
-    train_step = make_train_step(rnn, optimizer)
+    rnn = nn.RNN(nn.LSTMCell(features=args.features))
+    train_step = make_train_step(rnn)
     key = jax.random.key(args.seed)
-    init = jax.jit(
-        lambda key: init_params(rnn, key, time_steps, channels),
-        out_shardings=replicated,
-    )
-    params = init(key)  # the same values on every process
-    opt_state = jax.jit(optimizer.init, out_shardings=replicated)(params)
+
+    def init_state(key):
+        params = init_params(rnn, key, time_steps, channels)
+        tx = optax.adam(args.learning_rate)
+        return train_state.TrainState.create(apply_fn=rnn.apply, params=params, tx=tx)
+
+    # the same values on every process, replicated over the mesh
+    state = jax.jit(init_state, out_shardings=replicated)(key)
     losses = []
     for step in range(args.steps):
         x, seq_lengths, y = global_batch(step)
         if step == 0:
             for name, array in (("x", x), ("seq_lengths", seq_lengths)):
                 print(f"process {rank}: {describe(name, array)}")
-        params, opt_state, loss = train_step(params, opt_state, x, seq_lengths, y)
+        state, loss = train_step(state, x, seq_lengths, y)
         losses.append(np.asarray(loss.addressable_data(0)))  # replicated: any copy
     print(f"process {rank}: losses " + " ".join(f"{v:.4f}" for v in losses))
     if rank == 0 and args.checkpoint:
         path = Path(args.checkpoint)
         partial = path.with_name(path.name + ".partial.npz")
-        np.savez(partial, losses=np.array(losses), steps=args.steps, **flat(params))
+        np.savez(
+            partial, losses=np.array(losses), steps=args.steps, **flat(state.params)
+        )
         os.replace(partial, path)  # readers never see a half-written file
         print(f"process {rank}: wrote {path.name}")
     jax.distributed.shutdown()

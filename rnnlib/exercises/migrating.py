@@ -1,12 +1,54 @@
-"""Checker for the migration chapter's exercise: carrying a checkpoint across the rename."""
+"""The migration chapter's helpers and the checker of its exercise.
+
+``findings`` runs ``python -m rnnlib.migrate`` in this process and returns what it found as data
+(its ``--format json`` report), so the chapter's checks read codes and lines, not sentences;
+``diff`` shows two versions of a file as a highlighted unified diff. ``check_rename`` checks the
+exercise on carrying a checkpoint across the ``Scan<Cell>_<i>`` rename.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import difflib
+import io
+import json
 import re
 
 import numpy as np
 
 from rnnlib.exercises._check import Feedback, compare, run_cases
+
+
+def findings(*args: str) -> tuple[int, list[dict]]:
+    """``python -m rnnlib.migrate *args --format json``, run in this process.
+
+    Returns the exit status and the findings, each a dict with at least ``line``, ``code``,
+    ``severity`` and ``fixed``. With ``--fix`` among ``args`` the files are rewritten, as on the
+    command line.
+    """
+    from rnnlib.migrate import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        status = main([*args, "--format", "json"])
+    return status, json.loads(out.getvalue())["findings"]
+
+
+def diff(before: str, after: str, before_name: str, after_name: str):
+    """A unified diff of two texts, as an IPython ``Code`` object highlighted as a diff."""
+    from IPython.display import Code
+
+    lines = difflib.unified_diff(
+        before.splitlines(keepends=True), after.splitlines(keepends=True), before_name, after_name
+    )
+    return Code("".join(lines), language="diff")
+
+
+def diff_files(before: str, after: str):
+    """``diff`` of two files, each labelled with its name."""
+    with open(before) as old, open(after) as new:
+        return diff(old.read(), new.read(), before, after)
+
 
 # nn.scan(nn.LSTMCell) was auto-named ScanLSTMCell_0; nn.RNN(nn.LSTMCell(...)) keeps its cell
 # under LSTMCell_0. Only names of a Scan-prefixed *cell class* move.

@@ -1,4 +1,8 @@
-"""Checker for the old-API chapter's exercise: porting an old initialize_carry call."""
+"""Checker for the old-API chapter's exercise: porting an old initialize_carry call.
+
+The old call runs through ``rnnlib.legacy`` (rnnlib's reproduction of Flax 0.6.11), the new one
+through current ``flax.linen``: the reader ports to Flax.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +11,7 @@ import warnings
 import jax
 
 from rnnlib import legacy
-from rnnlib.conv_lstm import ConvLSTMCell
 from rnnlib.exercises._check import Feedback, attempt, run_cases
-from rnnlib.lstm import LSTMCell
 
 # (batch_dims, size, the input's channels, kernel_size or None for a dense cell)
 CASES = [
@@ -59,10 +61,12 @@ def _carry_problem(input_shape, batch_dims, size, kernel_size) -> str | None:
         warnings.simplefilter("ignore", DeprecationWarning)
         old_cell = legacy.LSTMCell if kernel_size is None else legacy.ConvLSTMCell
         old = old_cell.initialize_carry(key, batch_dims, size)[0].shape
+    import flax.linen as nn
+
     if kernel_size is None:
-        cell = LSTMCell(features=size)
+        cell = nn.LSTMCell(features=size)
     else:
-        cell = ConvLSTMCell(features=size[-1], kernel_size=kernel_size)
+        cell = nn.ConvLSTMCell(features=size[-1], kernel_size=kernel_size)
     new, error = attempt(cell.initialize_carry, key, input_shape)
     if error:
         return f"cell.initialize_carry(rng, {input_shape}) fails: {error}"

@@ -1,4 +1,9 @@
-"""Checker for the speed chapter's exercise: an Elman RNN with its input side hoisted."""
+"""Checker for the speed chapter's exercise: an Elman RNN with its input side hoisted.
+
+The reference is Flax itself, ``flax.linen.RNN(flax.linen.SimpleCell(features))``, run on the
+same parameters; the matmuls are counted in the program JAX traces for the reader's function.
+Nothing here depends on how rnnlib runs its own cells.
+"""
 
 from __future__ import annotations
 
@@ -9,48 +14,47 @@ import jax.numpy as jnp
 import numpy as np
 
 from rnnlib.exercises._check import Feedback, attempt, compare, run_cases
-from rnnlib.rnn import RNN
-from rnnlib.simple import SimpleCell
+
+_LOOPS = ("scan", "while")
 
 
-def _nested_jaxprs(eqn):
-    """The jaxprs an equation calls: a ``jit``'s, a ``custom_jvp``'s, a scan's body."""
+def _sub_jaxprs(eqn):
+    """The jaxprs an equation calls: a jit's, a custom rule's, a loop's body, a cond's branches."""
     for value in eqn.params.values():
-        sub = getattr(value, "jaxpr", value)  # a ClosedJaxpr holds its Jaxpr
-        if hasattr(sub, "eqns"):
-            yield sub
-
-
-def _count_dots(jaxpr) -> int:
-    """dot_general equations in a jaxpr and the calls nested in it, not inside scans."""
-    count = 0
-    for eqn in jaxpr.eqns:
-        count += eqn.primitive.name == "dot_general"
-        if eqn.primitive.name != "scan":
-            count += sum(_count_dots(sub) for sub in _nested_jaxprs(eqn))
-    return count
-
-
-def _first_scan(jaxpr):
-    """The first scan equation in a jaxpr or the calls nested in it, or None."""
-    for eqn in jaxpr.eqns:
-        if eqn.primitive.name == "scan":
-            return eqn
-        for sub in _nested_jaxprs(eqn):
-            found = _first_scan(sub)
-            if found is not None:
-                return found
-    return None
+        for item in value if isinstance(value, (tuple, list)) else (value,):
+            sub = getattr(item, "jaxpr", item)  # a ClosedJaxpr holds its Jaxpr
+            if hasattr(sub, "eqns"):
+                yield sub
 
 
 def matmuls(fn, *args) -> tuple[int, int]:
-    """(matmuls inside the first scan's body, matmuls outside any scan) of ``fn(*args)``;
-    the first scan may sit inside nested calls, as an LSTM's loop does under its
-    derivative rule."""
-    jaxpr = jax.make_jaxpr(fn)(*args).jaxpr
-    scan = _first_scan(jaxpr)
-    inside = _count_dots(scan.params["jaxpr"].jaxpr) if scan is not None else 0
-    return inside, _count_dots(jaxpr)
+    """(matmuls in the first loop, matmuls outside every loop) in the jaxpr of ``fn(*args)``.
+
+    A matmul is a ``dot_general`` equation; nested calls are followed. The first loop is the
+    first ``scan`` or ``while`` met in the program's order, and what its body runs (calls and
+    loops nested in it too) runs once per step; in a training step that is the forward loop.
+    """
+    loops: list[int] = []
+    outside = 0
+
+    def walk(jaxpr, loop):
+        nonlocal outside
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name == "dot_general":
+                if loop is None:
+                    outside += 1
+                else:
+                    loops[loop] += 1
+            if loop is None and eqn.primitive.name in _LOOPS:
+                loops.append(0)
+                inner = len(loops) - 1
+            else:
+                inner = loop
+            for sub in _sub_jaxprs(eqn):
+                walk(sub, inner)
+
+    walk(jax.make_jaxpr(fn)(*args).jaxpr, None)
+    return (loops[0] if loops else 0), outside
 
 
 def _normal(rng, shape, scale=1.0):
@@ -59,11 +63,13 @@ def _normal(rng, shape, scale=1.0):
 
 @functools.cache
 def _case_arrays():
-    """Three cases' inputs, parameters and reference outputs as arrays, made once per process.
+    """Three cases' inputs, parameters and Flax's outputs, made once per process.
 
-    The inputs and parameters come from NumPy, and the reference runs under ``jax.jit``: a
-    checker called from a notebook should not spend its time compiling its own set-up.
+    The inputs and parameters come from NumPy; Flax's ``SimpleCell`` runs under ``jax.jit``, so
+    that a checker called from a notebook spends little time on its own set-up.
     """
+    import flax.linen as nn
+
     shapes = [((2, 5, 3), 4), ((3, 7, 2), 5), ((1, 1, 4), 3)]
     cases = []
     for index, (x_shape, features) in enumerate(shapes):
@@ -75,7 +81,8 @@ def _case_arrays():
         # A zero bias would let a forgotten bias pass: make it count.
         bias = jnp.asarray(rng.uniform(-0.5, 0.5, features), jnp.float32)
         params = {"i": {"kernel": w_i, "bias": bias}, "h": {"kernel": w_h}}
-        want = jax.jit(RNN(SimpleCell(features=features)).apply)({"params": {"cell": params}}, x)
+        flax_rnn = nn.RNN(nn.SimpleCell(features=features))
+        want = jax.jit(flax_rnn.apply)({"params": {"cell": params}}, x)
         cases.append((f"x {x_shape}, features={features}", x, w_i, bias, w_h, want))
     return tuple(cases)
 
@@ -89,11 +96,12 @@ def _cases():
 
 
 def check_hoisted_elman(elman_hoisted) -> Feedback:
-    """Check ``elman_hoisted(p, x)``: outputs, and one matmul per step with one before the loop.
+    """Check ``elman_hoisted(p, x)``: Flax's outputs, one matmul per step and one before the loop.
 
-    ``p`` is a ``SimpleCell`` parameter dict (``{"i": {"kernel", "bias"}, "h": {"kernel"}}``),
-    ``x`` is ``(batch, time, channels)``, the initial carry is zeros, and the outputs are
-    ``(batch, time, features)`` as ``RNN(SimpleCell(features))`` returns them.
+    ``p`` holds the parameters of ``flax.linen.SimpleCell`` (``{"i": {"kernel", "bias"}, "h":
+    {"kernel"}}``), ``x`` is ``(batch, time, channels)``, the initial carry is zeros, and the
+    outputs are ``(batch, time, features)``, as ``flax.linen.RNN(SimpleCell(features))``
+    returns them.
     """
 
     def judge(got, params, x, want) -> str | None:
