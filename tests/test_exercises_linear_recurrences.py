@@ -63,6 +63,16 @@ def test_an_operator_returning_one_array_is_asked_for_a_pair():
     assert "combine(p, q) should be a pair (a, b); got a ndarray" in message
 
 
+def test_an_operator_that_jit_cannot_trace_is_judged_as_it_runs():
+    def with_python_branch(first, second):
+        if float(np.sum(first[0])) > 1e6:  # a concrete value: jax.jit cannot trace this
+            raise ValueError("unreachable")
+        return combine(first, second)
+
+    feedback = lr.check_combine(with_python_branch)
+    assert feedback, str(feedback)
+
+
 def test_an_operator_that_raises_is_reported():
     def stub(first, second):
         raise NotImplementedError("combine two stretches of steps")
@@ -196,6 +206,16 @@ def test_a_result_of_the_wrong_shape_is_named():
 
     message = str(lr.check_min_lstm_parallel(last_step_only))
     assert "h has shape (2, 3); expected (2, 7, 3)" in message
+
+
+def test_a_min_lstm_that_jit_cannot_trace_is_judged_as_it_runs():
+    def with_python_branch(k_f, k_i, v, h0):
+        if float(jnp.abs(h0).max()) == 0.0:  # a concrete value: jax.jit cannot trace this
+            h0 = jnp.zeros_like(h0)
+        return min_lstm_parallel(k_f, k_i, v, h0)
+
+    feedback = lr.check_min_lstm_parallel(with_python_branch)
+    assert feedback, str(feedback)
 
 
 def test_a_min_lstm_that_raises_is_reported():

@@ -36,6 +36,18 @@ def _recurrence(a, b, h0, axis: int = -2) -> np.ndarray:
     return np.moveaxis(np.stack(hs), 0, axis)
 
 
+def _run(fn: Callable[..., Any], *args: Any) -> tuple[Any, str | None]:
+    """``attempt(fn, *args)``, jitted first: one compilation instead of one per operation.
+
+    An attempt that ``jax.jit`` cannot trace (Python control flow on values, a print of a
+    value) or that raises is run again as it is, so that what it raises is reported as written.
+    """
+    try:
+        return jax.jit(fn)(*args), None
+    except Exception:  # the reader's code may raise anything; run it plainly to report it
+        return attempt(fn, *args)
+
+
 def _sigmoid(v):
     return 1.0 / (1.0 + np.exp(-v))
 
@@ -148,8 +160,10 @@ def check_combine(combine: Callable[..., Any]) -> Feedback:
     if problem:
         problems.append(f"case 'associativity, three steps': {problem}")
 
-    scanned, problem = attempt(
-        jax.lax.associative_scan, combine, (jnp.asarray(_SCAN_A), jnp.asarray(_SCAN_B))
+    scanned, problem = _run(
+        lambda a, b: jax.lax.associative_scan(combine, (a, b)),
+        jnp.asarray(_SCAN_A),
+        jnp.asarray(_SCAN_B),
     )
     if problem is None:
         pair, problem = _pair("associative_scan's result", scanned)
@@ -199,7 +213,7 @@ def check_min_lstm_parallel(fn: Callable[..., Any]) -> Feedback:
     cases = _min_lstm_cases()
     for name, (k_f, k_i, v), h0 in cases:
         args = [jnp.asarray(x, jnp.float32) for x in (k_f, k_i, v, h0)]
-        got, problem = attempt(fn, *args)
+        got, problem = _run(fn, *args)
         want = _recurrence(*_min_lstm_coefficients(k_f, k_i, v), h0)
         if problem is None:
             try:
