@@ -9,10 +9,9 @@ import numpy as np
 def flip_sequences(inputs, seq_lengths, num_batch_dims: int, time_major: bool):
     """Reverses the first ``seq_lengths[b]`` steps of every sequence ``b``.
 
-    A plain ``jnp.flip`` of a padded batch would move the padding to the front, so
-    a backward RNN would read padding before the real data. Here the valid steps
-    are reversed in place and the padding block stays at the end (itself reversed,
-    which no correct computation looks at)::
+    A plain ``jnp.flip`` of a padded batch would move the padding to the front, so a backward RNN
+    would read padding before the real data. Here the valid steps are reversed in place and the
+    padding block stays at the end (itself reversed, which no correct computation looks at)::
 
         inputs       [[1, 2, 3, 0, 0],        seq_lengths [3, 5]
                       [1, 2, 3, 4, 5]]
@@ -22,8 +21,8 @@ def flip_sequences(inputs, seq_lengths, num_batch_dims: int, time_major: bool):
     Arguments:
         inputs: ``(*batch, time, *signal, channels)``, or ``(time, *batch, *signal, channels)`` when
             ``time_major``.
-        seq_lengths: ints shaped ``(*batch)``, each in ``[0, time]``; ``None`` flips
-            every sequence whole.
+        seq_lengths: ints shaped ``(*batch)``, each in ``[0, time]``; ``None`` flips every sequence
+            whole.
         num_batch_dims: ``len(batch)``.
         time_major: whether time is the first axis.
 

@@ -18,8 +18,8 @@ class IndRNN(IndRNNParams):
     def initialize_carry(self, rng, input_shape):
         return jnp.zeros(tuple(input_shape[:-1]) + (self.features,))
 
-    def step(self, params, h, x):
-        h = jax.nn.relu(x @ params["i"]["kernel"] + params["i"]["bias"] + params["u"] * h)
+    def update(self, h, a):
+        h = jax.nn.relu(a["i"] + a["u"] * h)
         return h, h
 
 
@@ -34,7 +34,7 @@ def test_the_stub_is_told_that_its_carry_holds_no_arrays():
         def initialize_carry(self, rng, input_shape):
             return None
 
-        def step(self, params, h, x):
+        def update(self, h, a):
             return None
 
     feedback = check_indrnn_cell(Stub)
@@ -56,8 +56,8 @@ def test_a_carry_built_from_the_first_axis_only_is_named():
 
 def test_a_matrix_product_with_u_changes_the_carry_shape_and_is_named():
     class MatrixU(IndRNN):
-        def step(self, params, h, x):  # u is a vector: h @ u sums the units away
-            h = jax.nn.relu(x @ params["i"]["kernel"] + params["i"]["bias"] + h @ params["u"])
+        def update(self, h, a):  # u is a vector: h @ u sums the units away
+            h = jax.nn.relu(a["i"] + h @ a["u"])
             return h, h
 
     feedback = check_indrnn_cell(MatrixU)
@@ -67,8 +67,8 @@ def test_a_matrix_product_with_u_changes_the_carry_shape_and_is_named():
 
 def test_tanh_instead_of_relu_gives_other_numbers_and_a_hint():
     class Tanh(IndRNN):
-        def step(self, params, h, x):
-            h = jnp.tanh(x @ params["i"]["kernel"] + params["i"]["bias"] + params["u"] * h)
+        def update(self, h, a):
+            h = jnp.tanh(a["i"] + a["u"] * h)
             return h, h
 
     feedback = check_indrnn_cell(Tanh)
@@ -79,8 +79,8 @@ def test_tanh_instead_of_relu_gives_other_numbers_and_a_hint():
 
 def test_forgetting_the_recurrence_gives_other_numbers():
     class NoRecurrence(IndRNN):
-        def step(self, params, h, x):
-            h = jax.nn.relu(x @ params["i"]["kernel"] + params["i"]["bias"])
+        def update(self, h, a):
+            h = jax.nn.relu(a["i"])
             return h, h
 
     feedback = check_indrnn_cell(NoRecurrence)

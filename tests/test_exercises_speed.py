@@ -76,10 +76,11 @@ def test_matmuls_counts_a_loop_nested_inside_a_call():
     assert matmuls(jax.jit(nested), w, xs) == (2, 0)
     assert matmuls(lambda w, xs: jax.jit(nested)(w, xs @ w), w, xs) == (2, 1)
     assert matmuls(lambda w, xs: xs @ w, w, xs) == (0, 1)
-    # rnnlib's LSTM, whose loop sits inside its derivative rule on CPU, and without it
+    # rnnlib's LSTM, whose loop sits inside its derivative rule on CPU, and the plain
+    # program, one matmul per layer
     rnn = rnnlib.RNN(rnnlib.LSTMCell(features=4))
     x = jax.ShapeDtypeStruct((2, 5, 3), jnp.float32)
     variables = jax.eval_shape(rnn.init, jax.random.key(0), x)
     assert matmuls(rnn.apply, variables, x) == (2, 0)
-    with rnnlib.fast.reference():
-        assert matmuls(rnn.apply, variables, x) == (2, 0)
+    reference = rnnlib.RNN(rnnlib.LSTMCell(features=4), plan=rnnlib.plan.REFERENCE)
+    assert matmuls(reference.apply, variables, x) == (8, 0)

@@ -5,14 +5,13 @@ weight, a vector ``u`` instead of a matrix)::
 
     h' = relu(x W + b + u * h)        y = h'
 
-first in rnnlib (``initialize_carry`` and ``step`` of a subclass of ``IndRNNParams``),
+first in rnnlib (``initialize_carry`` and ``update`` of a subclass of ``IndRNNParams``),
 then in flax.linen (``__call__``). Each checker runs ``rnnlib.testing.check_cell_contract``
 on the attempt, then compares its numbers with a reference on the same parameters.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 
 import jax
@@ -21,6 +20,7 @@ import numpy as np
 
 from rnnlib.cell_base import RNNCellBase
 from rnnlib.exercises._check import Feedback, attempt, compare
+from rnnlib.linear import Dense, Param
 from rnnlib.rnn import RNN
 from rnnlib.testing import CellContractError, check_cell_contract
 
@@ -29,40 +29,39 @@ STEP_SHAPE = (2, 3, 3)  # (*batch, channels): two batch dims
 STEPS = 6
 
 
-@dataclasses.dataclass(frozen=True, repr=False)
+def _half_normal(key, shape, dtype=jnp.float32):
+    return jax.random.normal(key, shape, dtype) * 0.5
+
+
+def _symmetric_uniform(key, shape, dtype=jnp.float32):
+    return jax.random.uniform(key, shape, dtype, minval=-1.0, maxval=1.0)
+
+
 class IndRNNParams(RNNCellBase):
-    """The parts of an rnnlib IndRNN cell the exercise gives: its fields and parameters.
+    """The parts of an rnnlib IndRNN cell the exercise gives: its fields and layers.
 
     Parameters, laid out as flax.linen's ``nn.Dense(features, name="i")`` plus one vector:
     ``{"i": {"kernel": (in_features, features), "bias": (features,)}, "u": (features,)}``.
-    A subclass writes ``initialize_carry(rng, input_shape)`` and ``step(params, h, x)``.
+    A subclass writes ``initialize_carry(rng, input_shape)`` and ``update(h, a)``, where
+    ``a["i"]`` is ``x W + b`` and ``a["u"]`` is ``u``.
     """
 
     features: int = FEATURES
 
-    @property
-    def num_feature_axes(self) -> int:
-        return 1
-
-    def create_params(self, key, input_shape):
-        k_i, k_b, k_u = jax.random.split(key, 3)
-        n_in, n = input_shape[-1], self.features
+    def layers(self, input_shape):
+        lecun = jax.nn.initializers.lecun_normal()
         return {
-            "i": {
-                "kernel": jax.nn.initializers.lecun_normal()(k_i, (n_in, n)),
-                "bias": jax.random.normal(k_b, (n,)) * 0.5,
-            },
-            "u": jax.random.uniform(k_u, (n,), minval=-1.0, maxval=1.0),
+            "i": Dense("x", input_shape[-1], self.features, lecun, _half_normal),
+            "u": Param((self.features,), _symmetric_uniform),
         }
 
 
-@dataclasses.dataclass(frozen=True, repr=False)
 class _Reference(IndRNNParams):
     def initialize_carry(self, rng, input_shape):
         return jnp.zeros(tuple(input_shape[:-1]) + (self.features,))
 
-    def step(self, params, h, x):
-        h = jax.nn.relu(x @ params["i"]["kernel"] + params["i"]["bias"] + params["u"] * h)
+    def update(self, h, a):
+        h = jax.nn.relu(a["i"] + a["u"] * h)
         return h, h
 
 

@@ -1,0 +1,196 @@
+"""How ``RNN`` computes a cell over a sequence: a ``Plan``, and the rule it may choose.
+
+A plan changes the program, never the numbers (up to the rounding of sums taken in another order).
+``RNN(cell, plan=...)`` takes one; the default, ``Plan()``, leaves each choice to ``resolve``, which
+reads the backend and one step's shape; ``REFERENCE`` is the plain program, each layer its own
+matmul inside the loop and JAX's own derivatives, for comparison. Why each choice pays, and where it
+was measured: ``benchmarks/README.md``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.custom_derivatives import SymbolicZero
+
+from rnnlib import linear
+from rnnlib.cell_base import RNNCellBase
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """How ``RNN`` computes a cell; a field left ``None`` is chosen by ``resolve``.
+
+    Arguments:
+        hoist_inputs: run the layers that read ``x`` for every step at once, as one large matmul
+            before the loop (default: on GPU and TPU, not on CPU).
+        join_layers: one matmul for all the dense layers that read the same input, their kernels
+            concatenated (default: yes, except on CPU for some widths, where XLA runs the joined
+            matmul slowly).
+        kernel_gradients_after_loop: differentiate the loop with ``sequence``'s rule, which takes
+            the kernels' gradients as matmuls over all steps after the backward loop (default: on
+            CPU, with the projection in the loop and no ``seq_lengths``, where the installed JAX can
+            differentiate the rule).
+    """
+
+    hoist_inputs: bool | None = None
+    join_layers: bool | None = None
+    kernel_gradients_after_loop: bool | None = None
+
+    def __post_init__(self):
+        for name, value in vars(self).items():
+            if value is not None and not isinstance(value, bool):
+                raise TypeError(f"Plan expects {name} to be True, False or None; got {value!r}.")
+
+
+#: The plain program: in the loop, one matmul per layer, differentiated by JAX's own rules.
+REFERENCE = Plan(hoist_inputs=False, join_layers=False, kernel_gradients_after_loop=False)
+
+
+def resolve(plan: Plan, cell: RNNCellBase, step_shape) -> Plan:
+    """``plan`` with every ``None`` chosen from the backend and one step's input shape."""
+    cpu = jax.default_backend() == "cpu"
+    hoist = not cpu if plan.hoist_inputs is None else plan.hoist_inputs
+    join = plan.join_layers
+    if join is None:
+        layers = cell.layers(tuple(step_shape)).values()
+        width = max((la.features for la in layers if isinstance(la, linear.Dense)), default=0)
+        rows = math.prod(step_shape[:-1])
+        join = not (cpu and 160 < width <= 416 and (rows < 64 or width > 256))
+    after = plan.kernel_gradients_after_loop
+    if after is None:
+        after = cpu and not hoist and jax_differentiates_sequence()
+    return Plan(hoist, join, after)
+
+
+# -- the whole-sequence rule: kernel gradients after the loop --------------------------------
+
+
+def sequence(cell: RNNCellBase, params, carry, xs, step_shape, join: bool, unroll: int = 1):
+    """``(final_carry, outputs)`` of ``cell`` over axis 0 of ``xs``, its loop the plain one,
+    differentiated by a rule of its own.
+
+    JAX differentiates a loop step by step, and its backward loop adds every step's share of each
+    kernel's gradient into a running sum: a matmul per step and kernel whose inner dimension is the
+    batch. Nothing in the loop needs those sums. This rule's tangent takes every term that does not
+    come from the step before (the kernels' and the inputs' tangents) as one matmul over all steps,
+    outside the loop; inside, only the hidden layers' map of ``h``'s tangent and the tangent of
+    ``update``, which is JAX's own linearisation of it (``jax.linearize``). Transposed by JAX for a
+    gradient, the backward loop keeps ``d_u @ W_h.T`` and ``update``'s transpose, and each kernel's
+    gradient becomes one matmul after it. Forward mode and second derivatives work as for any loop.
+    ``update`` keeps only the outputs of its transcendental functions for the backward loop and
+    recomputes the cheap rest (a ``jax.checkpoint`` policy).
+    """
+    return _sequence((cell, tuple(step_shape), join, unroll), params, carry, xs)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
+def _sequence(how, params, carry, xs):
+    cell, step_shape, join, unroll = how
+    bound = cell.bind(params, step_shape, join)
+    return lax.scan(lambda c, x: bound(c, x), carry, xs, unroll=unroll)
+
+
+_TRANSCENDENTAL = {lax.logistic_p, lax.tanh_p, lax.exp_p, lax.log_p, lax.log1p_p, lax.expm1_p}
+
+
+def _saves_transcendentals(primitive, *_, **__) -> bool:
+    return primitive in _TRANSCENDENTAL
+
+
+def _sequence_jvp(how, primals, tangents):
+    cell, step_shape, _, unroll = how
+    params, carry, xs = primals
+    dparams, dcarry, dxs = tangents
+    dtype = getattr(cell, "dtype", None)
+    bound = cell.bind(params, step_shape, join=True)
+    update = jax.checkpoint(cell.update, policy=_saves_transcendentals)
+    tree = {}
+
+    def forward(carry, x):
+        h = cell.hidden(carry)
+        a = bound.named(bound.inputs(x), linear.run(bound.h_groups, h, dtype))
+        (carry, y), tangent = jax.linearize(update, carry, a)
+        saved, tree["tangent"] = jax.tree_util.tree_flatten(tangent)
+        return carry, (y, h, saved)
+
+    final, (ys, hs, saved) = lax.scan(forward, carry, xs, unroll=unroll)
+
+    # The tangents that do not come from the step before, each one matmul over all steps.
+    # The layers are linear in their parameters and in their input, each on its own: the
+    # parameters' tangents enter as the layers with those tangents for parameters.
+    live = not all(_is_zero(t) for t in jax.tree_util.tree_leaves(dparams, is_leaf=_is_zero))
+    dbound = cell.bind(_instantiate(dparams, params), step_shape, join=True)
+    dx_outs = _sum(
+        ([dbound.inputs(xs)] if live else [])
+        + ([] if _is_zero(dxs) else [bound.inputs(dxs, bias=False)]),
+        lambda: bound.inputs(xs),
+    )
+    dh_outs = _sum(
+        [linear.run(dbound.h_groups, hs, dtype)] if live else [],
+        lambda: linear.run(bound.h_groups, hs, dtype),
+    )
+    dcarry = _instantiate(dcarry, carry)
+
+    def tangent_step(dcarry, t):
+        dx_t, dh_t, saved_t = t
+        dh = linear.run(bound.h_groups, cell.hidden(dcarry), dtype, bias=False)
+        a = bound.named(dx_t, [d + e for d, e in zip(dh, dh_t)], dbound.constants)
+        return jax.tree_util.tree_unflatten(tree["tangent"], saved_t)(dcarry, a)
+
+    dfinal, dys = lax.scan(tangent_step, dcarry, (dx_outs, dh_outs, saved), unroll=unroll)
+    return (final, ys), (dfinal, dys)
+
+
+_sequence.defjvp(_sequence_jvp, symbolic_zeros=True)
+
+
+def _is_zero(t) -> bool:
+    return isinstance(t, SymbolicZero)
+
+
+def _instantiate(tangents, primals):
+    """``tangents`` with a zero array of the primal's shape for each symbolic zero."""
+    zeros = lambda t, p: jnp.zeros_like(p) if _is_zero(t) else t  # noqa: E731
+    return jax.tree_util.tree_map(zeros, tangents, primals, is_leaf=_is_zero)
+
+
+def _sum(terms: list, shaped_like):
+    """The sum of ``terms`` (each a list of arrays, one per group), or zeros shaped like
+    ``shaped_like()``'s arrays where there are none."""
+    if not terms:
+        return [jnp.zeros(s.shape, s.dtype) for s in jax.eval_shape(shaped_like)]
+    return [sum(parts[1:], parts[0]) for parts in zip(*terms)]
+
+
+class _Probe(RNNCellBase):
+    """The smallest cell with a layer on ``h``: ``jax_differentiates_sequence``'s."""
+
+    def layers(self, input_shape):
+        return {"h": linear.Dense("h", 2, 2, jax.nn.initializers.zeros)}
+
+    def update(self, h, a):
+        return a["h"] * h, h
+
+
+@functools.cache
+def jax_differentiates_sequence() -> bool:
+    """Whether the installed JAX can take a gradient through ``sequence``'s rule: one tiny
+    gradient, traced once per process (shapes only, nothing runs). Older releases fail to transpose
+    its tangent loop."""
+    kernel = jax.ShapeDtypeStruct((2, 2), jnp.float32)
+
+    def loss(kernel):
+        xs, h = jnp.ones((3, 1, 1)), jnp.zeros((1, 2))
+        return jnp.sum(sequence(_Probe(), {"h": {"kernel": kernel}}, h, xs, (1, 1), True)[1])
+
+    try:
+        jax.eval_shape(jax.grad(loss), kernel)
+    except (AssertionError, TypeError):  # what jax 0.4.30 and 0.8.1 raise there
+        return False
+    return True
