@@ -12,7 +12,8 @@ rnnlib, rnnlib again (an A/A copy, compiled apart), the other rnnlib, flax.linen
 flax.linen again; for the LSTM both linen cells, against the faster one. It reports
 medians of wall time and of process CPU time (all threads), each over flax.linen's and
 over the other rnnlib's: on a machine other jobs share, CPU time moves less than wall
-time. Nothing here asserts a time.
+time. ``--first-calls N`` also times N first calls (trace, compile and run, JAX's caches
+cleared) per contender and mode. Nothing here asserts a time.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ POINTS = [  # cell, B, I, H (T = 64)
     ("GRUCell", 16, 128, 256),
     ("GRUCell", 128, 64, 128),
 ]
+CONV = ("ConvLSTMCell", 8, 8, 16)  # make bench's ConvLSTM point: B8 T16 32x32x8, 16 features
 QUICK = [POINTS[0], POINTS[1], POINTS[4], POINTS[5]]
 
 
@@ -70,20 +72,41 @@ def _rounds(fns, args, rounds):
     }
 
 
-def point(other, cell_name, B, I, H, T=64, rounds=21):  # noqa: E741
-    """Per mode: ``{contender: (wall_s, cpu_s)}``."""
+def _first_calls(fns, args, repeats):
+    """Per contender, the median ``(wall_s, cpu_s)`` of ``repeats`` calls that trace and compile
+    (JAX's caches cleared before each), in rotating order."""
+    wall = {k: [] for k in fns}
+    cpu = {k: [] for k in fns}
+    order = list(fns)
+    for r in range(repeats):
+        for name in order[r % len(order) :] + order[: r % len(order)]:
+            jax.clear_caches()
+            start, start_cpu = time.perf_counter(), time.process_time()
+            jax.block_until_ready(fns[name](*args))
+            wall[name].append(time.perf_counter() - start)
+            cpu[name].append(time.process_time() - start_cpu)
+    return {k: statistics.median(v) for k, v in wall.items()}, {
+        k: statistics.median(v) for k, v in cpu.items()
+    }
+
+
+def point(other, cell_name, B, I, H, T=64, rounds=21, first_calls=0):  # noqa: E741
+    """Per mode: ``{contender: (wall_s, cpu_s)}``; with ``first_calls``, also per mode
+    ``'first ' + mode``, the first calls' medians."""
     import flax.linen as nn
 
     import rnnlib
 
-    x = jax.random.normal(jax.random.key(1), (B, T, I))
-    params = nn.RNN(getattr(nn, cell_name)(H)).init(jax.random.key(0), x)["params"]
+    conv = cell_name == "ConvLSTMCell"  # B8 I8 H16 stands for B8 T16 32x32x8, 16 features
+    x = jax.random.normal(jax.random.key(1), (B, 16, 32, 32, I) if conv else (B, T, I))
+    args = (H, (3, 3)) if conv else (H,)
+    params = nn.RNN(getattr(nn, cell_name)(*args)).init(jax.random.key(0), x)["params"]
     modules = {
-        "rnnlib": rnnlib.RNN(getattr(rnnlib, cell_name)(H)),
-        "rnnlib:again": rnnlib.RNN(getattr(rnnlib, cell_name)(H)),
-        "other": other.RNN(getattr(other, cell_name)(H)),
-        "linen": nn.RNN(getattr(nn, cell_name)(H)),
-        "linen:again": nn.RNN(getattr(nn, cell_name)(H)),
+        "rnnlib": rnnlib.RNN(getattr(rnnlib, cell_name)(*args)),
+        "rnnlib:again": rnnlib.RNN(getattr(rnnlib, cell_name)(*args)),
+        "other": other.RNN(getattr(other, cell_name)(*args)),
+        "linen": nn.RNN(getattr(nn, cell_name)(*args)),
+        "linen:again": nn.RNN(getattr(nn, cell_name)(*args)),
     }
     if cell_name == "LSTMCell":
         modules["linen:O"] = nn.RNN(nn.OptimizedLSTMCell(H))
@@ -100,6 +123,9 @@ def point(other, cell_name, B, I, H, T=64, rounds=21):  # noqa: E741
                 fns[name] = jax.jit(jax.grad(lambda p, x, f=apply: jnp.mean(f(p, x) ** 2)))
             else:
                 fns[name] = jax.jit(apply)
+        if first_calls:
+            wall, cpu = _first_calls(fns, (params, x), first_calls)
+            results["first " + mode] = {name: (wall[name], cpu[name]) for name in fns}
         wall, cpu = _rounds(fns, (params, x), rounds)
         results[mode] = {name: (wall[name], cpu[name]) for name in fns}
     return results
@@ -127,11 +153,16 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("checkout", type=Path, help="a checkout holding the other rnnlib/")
     parser.add_argument("--quick", action="store_true", help="four points instead of eight")
+    parser.add_argument("--conv", action="store_true", help="also the ConvLSTM's point")
+    parser.add_argument("--only", nargs="*", type=int, help="these points (indexes) only")
     parser.add_argument("--rounds", type=int, default=21)
+    parser.add_argument("--first-calls", type=int, default=0, help="first calls per contender")
     args = parser.parse_args(argv)
     other = import_other(args.checkout)
-    for cell_name, B, I, H in QUICK if args.quick else POINTS:  # noqa: E741
-        result = point(other, cell_name, B, I, H, rounds=args.rounds)
+    points = QUICK if args.quick else POINTS
+    points = [points[i] for i in args.only] if args.only else points
+    for cell_name, B, I, H in points + ([CONV] if args.conv else []):  # noqa: E741
+        result = point(other, cell_name, B, I, H, rounds=args.rounds, first_calls=args.first_calls)
         for mode, times in result.items():
             r = ratios(times)
             line = " ".join(
@@ -141,7 +172,7 @@ def main(argv=None) -> int:
                 + "/".join(f"{v:.2f}" for v in r[measure]["A/A"])
                 for measure in ("wall", "cpu")
             )
-            print(f"{cell_name} B{B} I{I} H{H} {mode:7s} {line}", flush=True)
+            print(f"{cell_name} B{B} I{I} H{H} {mode:13s} {line}", flush=True)
     return 0
 
 

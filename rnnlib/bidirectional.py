@@ -58,8 +58,8 @@ class Bidirectional(Module):
                     f"Bidirectional expects {name} to be an RNN; got the cell {describe(rnn)}. "
                     "Wrap each direction's cell in an RNN: Bidirectional(RNN(cell), RNN(cell))."
                 )
-            if flax_family(rnn) or not (
-                callable(getattr(rnn, "init", None)) and callable(getattr(rnn, "apply", None))
+            if flax_family(rnn) or not all(
+                callable(getattr(rnn, m, None)) for m in ("init", "apply")
             ):
                 raise TypeError(
                     f"Bidirectional expects {name} to be an rnnlib.RNN (or a module with its "
@@ -99,10 +99,10 @@ class Bidirectional(Module):
         initial_carry=None,
         init_key=None,
         seq_lengths=None,
-        return_carry: bool | None = None,
-        time_major: bool | None = None,
-        reverse: bool | None = None,
-        keep_order: bool | None = None,
+        return_carry=None,
+        time_major=None,
+        reverse=None,
+        keep_order=None,
     ):
         return_carry = self.return_carry if return_carry is None else return_carry
         time_major = self.time_major if time_major is None else time_major
@@ -116,23 +116,17 @@ class Bidirectional(Module):
                 f"carries; got {type(carries).__name__}"
                 + (f" of length {len(carries)}." if hasattr(carries, "__len__") else ".")
             )
-        shared = dict(seq_lengths=seq_lengths, return_carry=True, time_major=time_major)
-        carry_forward, forward = self.forward_rnn.apply(
-            {"params": params["forward_rnn"]},
-            inputs,
-            initial_carry=carries[0],
-            init_key=keys[0],
-            reverse=False,
-            **shared,
-        )
-        carry_backward, backward = self.backward_rnn.apply(
-            {"params": params[backward]},
-            inputs,
-            initial_carry=carries[1],
-            init_key=keys[1],
-            reverse=True,
-            keep_order=True,
-            **shared,
-        )
+        calls = [  # the backward direction reversed, its outputs flipped back to the input's order
+            dict(initial_carry=c, init_key=k, reverse=r, keep_order=r, seq_lengths=seq_lengths)
+            for c, k, r in zip(carries, keys, (False, True))
+        ]
+        (carry_forward, forward), (carry_backward, backward) = [
+            rnn.apply(
+                {"params": params[name]}, inputs, return_carry=True, time_major=time_major, **kw
+            )
+            for rnn, name, kw in zip(
+                (self.forward_rnn, self.backward_rnn), ("forward_rnn", backward), calls
+            )
+        ]
         outputs = jax.tree_util.tree_map(self.merge_fn, forward, backward)
         return ((carry_forward, carry_backward), outputs) if return_carry else outputs

@@ -1,18 +1,14 @@
 """``RNNCellBase``: what a recurrent cell writes, and what rnnlib derives from it.
 
-A cell is one step of a recurrence, ``(carry, x) -> (carry, y)``. It writes three things:
-
-- ``initialize_carry(rng, input_shape)``: the carry for one step's input of that shape;
-- ``layers(input_shape)``: its layers by name, each a ``Dense`` or ``Conv`` that reads
-  ``"x"`` (the step's input) or ``"h"`` (``hidden(carry)``), or a ``Param``;
-- ``update(carry, a) -> (carry, y)``: the rest of the step, where ``a[name]`` is layer
-  ``name``'s output (a ``Param``'s value as it is).
-
-Two have defaults: ``num_feature_axes`` (1; a ConvLSTM owns ``(*signal, channels)``) and
-``hidden(carry)`` (the carry, or its last item, the ``h`` of ``(c, h)``; it must pick or mask, a
-linear map). Fields named ``dtype`` and ``param_dtype`` set the computation's and the parameters'
-dtypes. The rest is derived from ``layers`` and ``update``, so ``RNN`` can move a cell's matmuls
-(before the loop; after it, in the backward pass) without knowing the cell.
+A cell is one step of a recurrence, ``(carry, x) -> (carry, y)``. It writes
+``initialize_carry(rng, input_shape)``; ``layers(input_shape)``, its layers by name, each a
+``Dense`` or ``Conv`` reading ``"x"`` (the step's input) or ``"h"`` (``hidden(carry)``), or a
+``Param``; and ``update(carry, a) -> (carry, y)``, the rest of the step, ``a[name]`` being layer
+``name``'s output. ``num_feature_axes`` defaults to 1 (a ConvLSTM owns ``(*signal, channels)``),
+``hidden(carry)`` to the carry or its last item (it must pick or mask: a linear map), and fields
+``dtype`` and ``param_dtype`` set the computation's and the parameters' dtypes. The rest is
+derived, so ``RNN`` can move a cell's matmuls (before the loop; after it, in the backward pass)
+without knowing the cell.
 """
 
 from __future__ import annotations
@@ -76,15 +72,14 @@ class RNNCellBase(Module):
 
     def create_params(self, key, input_shape: Sequence[int]) -> dict:
         """The parameter dict for one step's input of shape ``input_shape``, from ``layers``."""
-        return linear.create(self.layers(tuple(input_shape)), key, self._param_dtype)
+        dtype = getattr(self, "param_dtype", jnp.float32)
+        return linear.create(self.layers(tuple(input_shape)), key, dtype)
 
     def param_shapes(self, input_shape: Sequence[int]) -> dict:
-        """The tree ``create_params`` returns, with ``jax.ShapeDtypeStruct`` leaves."""
-        return linear.shapes(self.layers(tuple(input_shape)), self._param_dtype)
-
-    @property
-    def _param_dtype(self):
-        return getattr(self, "param_dtype", jnp.float32)
+        """The tree ``create_params`` returns, with ``jax.ShapeDtypeStruct`` leaves (nothing drawn)."""
+        shape_only = lambda init, key, shape, dtype: jax.ShapeDtypeStruct(shape, dtype)  # noqa: E731
+        dtype = getattr(self, "param_dtype", jnp.float32)
+        return linear.create(self.layers(tuple(input_shape)), jax.random.key(0), dtype, shape_only)
 
     def bind(self, params: dict, input_shape: Sequence[int], join: bool = False) -> Bound:
         """The step with ``params`` for inputs of ``input_shape``; with ``join``, the dense
@@ -121,16 +116,16 @@ class RNNCellBase(Module):
         want_shapes = jax.tree_util.tree_map(lambda x: x.shape, want)
         if jax.tree_util.tree_structure(carry) != jax.tree_util.tree_structure(want):
             raise ValueError(
-                f"{describe(self)} expects the {what} to be structured like "
-                f"initialize_carry(rng, {shape}), i.e. shapes {want_shapes}; "
-                f"got a {what} structured as {jax.tree_util.tree_structure(carry)}."
+                f"{describe(self)} expects the {what} to be structured like initialize_carry(rng, "
+                f"{shape}), i.e. shapes {want_shapes}; got a {what} structured as "
+                f"{jax.tree_util.tree_structure(carry)}."
             )
-        got_shapes = jax.tree_util.tree_map(lambda x: tuple(np.shape(x)), carry)
-        shapes = [[tuple(np.shape(x)) for x in jax.tree_util.tree_leaves(t)] for t in (carry, want)]
-        if shapes[0] != shapes[1]:
+        got = [tuple(np.shape(x)) for x in jax.tree_util.tree_leaves(carry)]
+        if got != [x.shape for x in jax.tree_util.tree_leaves(want)]:
+            got_shapes = jax.tree_util.tree_map(lambda x: tuple(np.shape(x)), carry)
             raise ValueError(
-                f"{describe(self)} expects the {what} for inputs of shape {shape} to have "
-                f"shapes {want_shapes} (as initialize_carry gives); got {got_shapes}."
+                f"{describe(self)} expects the {what} for inputs of shape {shape} to have shapes "
+                f"{want_shapes} (as initialize_carry gives); got {got_shapes}."
             )
 
     def _init(self, key, carry, inputs):
@@ -185,17 +180,18 @@ def _inexact(dtype) -> bool:
         return False
 
 
-# What each hook every cell must write does, for the error raised when one is missing.
-_REQUIRED = {
-    "initialize_carry": "initialize_carry(rng, input_shape) returns the carry for one step's "
-    "input of that shape, each leaf starting with the batch dims input_shape[:-num_feature_axes]",
-    "layers": "layers(input_shape) returns its layers by name, each an rnnlib.linear.Dense or "
-    "Conv reading 'x' or 'h', or a Param",
+_REQUIRED = {  # what each hook a cell must write does, for the error when one is missing
+    "initialize_carry": "initialize_carry(rng, input_shape) returns the carry for one step's input "
+    "of that shape, each leaf starting with the batch dims input_shape[:-num_feature_axes]",
+    "layers": "layers(input_shape) returns its layers by name, each an rnnlib.linear.Dense or Conv "
+    "reading 'x' or 'h', or a Param",
     "update": "update(carry, a) returns (new_carry, y) from a, each layer's output by name",
 }
 
 
 def _missing(cell, hook: str) -> str:
-    return f"{type(cell).__name__} does not define {hook}, which every rnnlib cell must: " + (
-        f"{_REQUIRED[hook]}."
+    return (
+        f"{type(cell).__name__} does not define {hook}, which every rnnlib cell must: "
+        + _REQUIRED[hook]
+        + "."
     )

@@ -16,10 +16,9 @@ from rnnlib.module import describe
 class ConvLSTMCell(RNNCellBase):
     r"""A convolutional LSTM cell; its carry is ``(c, h)`` and its output is ``h``.
 
-    One step's input is shaped ``(*batch, *signal, channels)``, where ``signal`` has one axis per
-    entry of ``kernel_size`` (1-D, 2-D or 3-D). The carry keeps the signal's spatial size: ``c`` and
-    ``h`` are ``(*batch, *signal, features)``. With
-    :math:`*` a convolution,
+    One step's input is ``(*batch, *signal, channels)``, with one signal axis per entry of
+    ``kernel_size``; ``c`` and ``h`` are ``(*batch, *signal, features)``. With :math:`*` a
+    convolution,
 
     .. math::
 
@@ -95,11 +94,7 @@ class ConvLSTMCell(RNNCellBase):
         signal = input_shape[-self.num_feature_axes : -1]
         self._check_keeps_size(signal)
         shape = input_shape[: -self.num_feature_axes] + signal + (self.features,)
-        key_c, key_h = jax.random.split(rng)
-        return (
-            self.carry_init(key_c, shape, self.param_dtype),
-            self.carry_init(key_h, shape, self.param_dtype),
-        )
+        return tuple(self.carry_init(k, shape, self.param_dtype) for k in jax.random.split(rng))
 
     def layers(self, input_shape):
         rank = len(self.kernel_size)

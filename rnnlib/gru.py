@@ -62,15 +62,8 @@ class GRUCell(_SingleCarry):
     def layers(self, input_shape):
         n_in, n = input_shape[-1], self.features
         x = Dense("x", n_in, n, self.kernel_init, self.bias_init)
-        h = Dense("h", n, n, self.recurrent_kernel_init)
-        return {
-            "ir": x,
-            "iz": x,
-            "in": x,
-            "hr": h,
-            "hz": h,
-            "hn": h._replace(bias_init=self.bias_init),
-        }
+        h, hn = Dense("h", n, n, self.recurrent_kernel_init), self.bias_init
+        return {"ir": x, "iz": x, "in": x, "hr": h, "hz": h, "hn": h._replace(bias_init=hn)}
 
     def update(self, h, a):
         r = self.gate_fn(a["ir"] + a["hr"])

@@ -100,15 +100,8 @@ def create(layers: dict, key, param_dtype, make=None) -> dict:
     return params
 
 
-def shapes(layers: dict, param_dtype) -> dict:
-    """The tree ``create`` makes, with ``jax.ShapeDtypeStruct`` leaves (nothing is drawn)."""
-    shaped = lambda init, key, shape, dtype: jax.ShapeDtypeStruct(shape, dtype)  # noqa: E731
-    return create(layers, jax.random.key(0), param_dtype, shaped)
-
-
 class Group(NamedTuple):
-    """Layers computed as one: ``layer`` (a ``Dense`` or ``Conv``) with ``params`` gives the
-    outputs of ``names`` side by side on the last axis, ``sizes`` wide each."""
+    """Layers computed as one: ``layer`` with ``params`` gives ``names``' outputs side by side."""
 
     names: tuple[str, ...]
     sizes: tuple[int, ...]

@@ -60,16 +60,10 @@ class LSTMCell(RNNCellBase):
     carry_init: Callable[..., Any] = jax.nn.initializers.zeros
 
     def initialize_carry(self, rng, input_shape):
-        """``(c, h)``, each ``(*batch, features)`` for ``input_shape = (*batch, channels)``.
-
-        ``rng`` is split in two: one key for ``c``, one for ``h``.
-        """
+        """``(c, h)``, each ``(*batch, features)`` for ``input_shape = (*batch, channels)``;
+        ``rng`` is split in two, one key for ``c`` and one for ``h``."""
         shape = tuple(input_shape[:-1]) + (self.features,)
-        key_c, key_h = jax.random.split(rng)
-        return (
-            self.carry_init(key_c, shape, self.param_dtype),
-            self.carry_init(key_h, shape, self.param_dtype),
-        )
+        return tuple(self.carry_init(k, shape, self.param_dtype) for k in jax.random.split(rng))
 
     def layers(self, input_shape):
         x = Dense("x", input_shape[-1], self.features, self.kernel_init)

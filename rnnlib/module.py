@@ -1,14 +1,9 @@
 """The calling convention every rnnlib module shares: ``init`` and ``apply``.
 
-A module is a frozen dataclass that holds configuration only. Its parameters live outside it, in a
-plain nested dict laid out exactly like flax.linen's, so ``variables`` move between rnnlib and Flax
-unchanged::
-
-    variables = module.init(key, *args)          # {'params': {...}}
-    outputs = module.apply(variables, *args)
-    outputs, variables = module.init_with_output(key, *args)
-
-As with a Flax module, a subclass's annotated attributes are its fields, without a decorator. A
+A module is a frozen dataclass that holds configuration only: ``variables = module.init(key,
+*args)`` makes its parameters, ``{'params': {...}}``, a plain nested dict laid out exactly like
+flax.linen's (so variables move between the two unchanged), and ``module.apply(variables, *args)``
+runs it. As with a Flax module, a subclass's annotated attributes are its fields, without a decorator. A
 subclass implements ``_init(key, *args, **kwargs)``, which returns the parameter dict, and
 ``_call(params, *args, **kwargs)``, whose arguments ``apply`` takes and shows.
 """
@@ -36,8 +31,16 @@ class Module:
         # as older code writes, applies again without a conflict.
         dataclasses.dataclass(cls, frozen=True, repr=False, eq=eq)
         del cls.__setattr__, cls.__delattr__
-        if "_call" in vars(cls) and "apply" not in vars(cls):
-            cls.apply = _apply_with_signature(cls._call)
+        if "_call" in vars(cls) and "apply" not in vars(cls):  # apply, shown with _call's arguments
+
+            def apply(self, variables, *args, **kwargs):
+                return Module.apply(self, variables, *args, **kwargs)
+
+            signature = inspect.signature(cls._call)
+            self_, _, *rest = signature.parameters.values()
+            variables = inspect.Parameter("variables", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+            apply.__signature__ = signature.replace(parameters=[self_, variables, *rest])
+            cls.apply, apply.__doc__ = apply, Module.apply.__doc__
 
     def __setattr__(self, name, value):
         raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
@@ -84,26 +87,6 @@ class Module:
                 f"{signature.replace(parameters=rest, return_annotation=signature.empty)}."
             ) from None
 
-    def _init(self, key, *args, **kwargs) -> Params:
-        raise NotImplementedError
-
-    def _call(self, params: Params, *args, **kwargs) -> Any:
-        raise NotImplementedError
-
-
-def _apply_with_signature(call):
-    """``Module.apply``, shown by ``help`` with ``call``'s arguments."""
-
-    def apply(self, variables, *args, **kwargs):
-        return Module.apply(self, variables, *args, **kwargs)
-
-    signature = inspect.signature(call)
-    self_, _, *rest = signature.parameters.values()
-    variables = inspect.Parameter("variables", inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    apply.__signature__ = signature.replace(parameters=[self_, variables, *rest])
-    apply.__doc__ = Module.apply.__doc__
-    return apply
-
 
 def describe(module) -> str:
     """``Name(field=value, ...)`` with the required fields and those changed from their
@@ -119,7 +102,12 @@ def describe(module) -> str:
         if field.default is dataclasses.MISSING or not (
             value is field.default or value == field.default
         ):
-            shown.append(f"{field.name}={_short(value)}")
+            if dataclasses.is_dataclass(value) and not isinstance(value, type):
+                shown.append(f"{field.name}={describe(value)}")
+            elif callable(value) and not isinstance(value, type):
+                shown.append(f"{field.name}={getattr(value, '__name__', None) or repr(value)}")
+            else:
+                shown.append(f"{field.name}={value!r}")
     return f"{type(module).__name__}({', '.join(shown)})"
 
 
@@ -139,14 +127,6 @@ def _describe_flax(module) -> str:
         if value is not None and value is not False:
             shown.append(f"{name}={_describe_flax(value) if flax_family(value) else repr(value)}")
     return f"{type(module).__qualname__}({', '.join(shown)})"
-
-
-def _short(value) -> str:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return describe(value)
-    if callable(value) and not isinstance(value, type):
-        return getattr(value, "__name__", None) or repr(value)
-    return repr(value)
 
 
 def params_of(variables: Mapping[str, Any], module) -> Params:

@@ -1,10 +1,8 @@
-"""How ``RNN`` computes a cell over a sequence: a ``Plan``, and the rule it may choose.
+"""How ``RNN`` computes a cell over a sequence: a ``Plan``, and the whole-sequence rule.
 
-A plan changes the program, never the numbers (up to the rounding of sums taken in another order).
-``RNN(cell, plan=...)`` takes one; the default, ``Plan()``, leaves each choice to ``resolve``, which
-reads the backend and one step's shape; ``REFERENCE`` is the plain program, each layer its own
-matmul inside the loop and JAX's own derivatives, for comparison. Why each choice pays, and where it
-was measured: ``benchmarks/README.md``.
+A plan changes the program, never the numbers (up to the rounding of sums taken in another
+order). ``Plan()`` leaves each choice to ``resolve``, which reads the backend and one step's shape;
+``REFERENCE`` is the plain program. Why each choice pays: ``benchmarks/README.md``.
 """
 
 from __future__ import annotations
@@ -27,15 +25,12 @@ class Plan:
     """How ``RNN`` computes a cell; a field left ``None`` is chosen by ``resolve``.
 
     Arguments:
-        hoist_inputs: run the layers that read ``x`` for every step at once, as one large matmul
-            before the loop (default: on GPU and TPU, not on CPU).
-        join_layers: one matmul for all the dense layers that read the same input, their kernels
-            concatenated (default: yes, except on CPU for some widths, where XLA runs the joined
-            matmul slowly).
-        kernel_gradients_after_loop: differentiate the loop with ``sequence``'s rule, which takes
-            the kernels' gradients as matmuls over all steps after the backward loop (default: on
-            CPU, with the projection in the loop and no ``seq_lengths``, where the installed JAX can
-            differentiate the rule).
+        hoist_inputs: run the layers that read ``x`` for every step at once, before the loop
+            (default: on GPU and TPU, not on CPU).
+        join_layers: one matmul for all the dense layers that read one input, their kernels
+            concatenated (default: yes, except on CPU at widths where XLA runs it slowly).
+        kernel_gradients_after_loop: differentiate the loop by ``sequence``'s rule (default: on
+            CPU, without ``hoist_inputs`` or ``seq_lengths``, where the installed JAX can).
     """
 
     hoist_inputs: bool | None = None
@@ -68,23 +63,18 @@ def resolve(plan: Plan, cell: RNNCellBase, step_shape) -> Plan:
     return Plan(hoist, join, after)
 
 
-# -- the whole-sequence rule: kernel gradients after the loop --------------------------------
-
-
 def sequence(cell: RNNCellBase, params, carry, xs, step_shape, join: bool, unroll: int = 1):
-    """``(final_carry, outputs)`` of ``cell`` over axis 0 of ``xs``, its loop the plain one,
-    differentiated by a rule of its own.
+    """``(final_carry, outputs)`` of ``cell`` over axis 0 of ``xs``: the plain loop, with a
+    derivative rule that takes the kernels' gradients after the loop.
 
-    JAX differentiates a loop step by step, and its backward loop adds every step's share of each
-    kernel's gradient into a running sum: a matmul per step and kernel whose inner dimension is the
-    batch. Nothing in the loop needs those sums. This rule's tangent takes every term that does not
-    come from the step before (the kernels' and the inputs' tangents) as one matmul over all steps,
-    outside the loop; inside, only the hidden layers' map of ``h``'s tangent and the tangent of
-    ``update``, which is JAX's own linearisation of it (``jax.linearize``). Transposed by JAX for a
-    gradient, the backward loop keeps ``d_u @ W_h.T`` and ``update``'s transpose, and each kernel's
-    gradient becomes one matmul after it. Forward mode and second derivatives work as for any loop.
-    ``update`` keeps only the outputs of its transcendental functions for the backward loop and
-    recomputes the cheap rest (a ``jax.checkpoint`` policy).
+    JAX's backward loop adds every step's share of each kernel's gradient into a running sum, a
+    matmul per step whose inner dimension is the batch, though nothing in the loop needs it. This
+    rule's tangent takes the terms that do not come from the step before (the kernels' and the
+    inputs' tangents) as one matmul per side over all steps, outside the loop; inside, only the
+    ``h`` layers' map of ``h``'s tangent and ``update``'s tangent, JAX's own ``jax.linearize``
+    of it (which keeps the outputs of transcendental functions and recomputes the rest). JAX
+    transposes that into a backward loop with ``d_u @ W_h.T`` and each kernel's gradient as one
+    matmul after it. Forward mode and higher derivatives work as for any loop.
     """
     return _sequence((cell, tuple(step_shape), join, unroll), params, carry, xs)
 
@@ -96,20 +86,15 @@ def _sequence(how, params, carry, xs):
     return lax.scan(lambda c, x: bound(c, x), carry, xs, unroll=unroll)
 
 
-_TRANSCENDENTAL = {lax.logistic_p, lax.tanh_p, lax.exp_p, lax.log_p, lax.log1p_p, lax.expm1_p}
-
-
-def _saves_transcendentals(primitive, *_, **__) -> bool:
-    return primitive in _TRANSCENDENTAL
+_SAVED = {lax.logistic_p, lax.tanh_p, lax.exp_p, lax.log_p, lax.log1p_p, lax.expm1_p}
 
 
 def _sequence_jvp(how, primals, tangents):
     cell, step_shape, _, unroll = how
-    params, carry, xs = primals
-    dparams, dcarry, dxs = tangents
+    (params, carry, xs), (dparams, dcarry, dxs) = primals, tangents
     dtype = getattr(cell, "dtype", None)
     bound = cell.bind(params, step_shape, join=True)
-    update = jax.checkpoint(cell.update, policy=_saves_transcendentals)
+    update = jax.checkpoint(cell.update, policy=lambda primitive, *_, **__: primitive in _SAVED)
     tree = {}
 
     def forward(carry, x):
@@ -120,22 +105,14 @@ def _sequence_jvp(how, primals, tangents):
         return carry, (y, h, saved)
 
     final, (ys, hs, saved) = lax.scan(forward, carry, xs, unroll=unroll)
-
-    # The tangents that do not come from the step before, each one matmul over all steps.
-    # The layers are linear in their parameters and in their input, each on its own: the
-    # parameters' tangents enter as the layers with those tangents for parameters.
-    live = not all(_is_zero(t) for t in jax.tree_util.tree_leaves(dparams, is_leaf=_is_zero))
+    # The tangents that do not come from the step before, one matmul per group over all steps. A
+    # layer is linear in its parameters and in its input, each on its own, so the parameters'
+    # tangents enter as the layers with the tangents for parameters.
     dbound = cell.bind(_instantiate(dparams, params), step_shape, join=True)
-    dx_outs = _sum(
-        ([dbound.inputs(xs)] if live else [])
-        + ([] if _is_zero(dxs) else [bound.inputs(dxs, bias=False)]),
-        lambda: bound.inputs(xs),
-    )
-    dh_outs = _sum(
-        [linear.run(dbound.h_groups, hs, dtype)] if live else [],
-        lambda: linear.run(bound.h_groups, hs, dtype),
-    )
-    dcarry = _instantiate(dcarry, carry)
+    dx_outs = dbound.inputs(xs)
+    if not isinstance(dxs, SymbolicZero):
+        dx_outs = [a + b for a, b in zip(dx_outs, bound.inputs(dxs, bias=False))]
+    dh_outs = linear.run(dbound.h_groups, hs, dtype)
 
     def tangent_step(dcarry, t):
         dx_t, dh_t, saved_t = t
@@ -143,6 +120,7 @@ def _sequence_jvp(how, primals, tangents):
         a = bound.named(dx_t, [d + e for d, e in zip(dh, dh_t)], dbound.constants)
         return jax.tree_util.tree_unflatten(tree["tangent"], saved_t)(dcarry, a)
 
+    dcarry = _instantiate(dcarry, carry)
     dfinal, dys = lax.scan(tangent_step, dcarry, (dx_outs, dh_outs, saved), unroll=unroll)
     return (final, ys), (dfinal, dys)
 
@@ -150,22 +128,11 @@ def _sequence_jvp(how, primals, tangents):
 _sequence.defjvp(_sequence_jvp, symbolic_zeros=True)
 
 
-def _is_zero(t) -> bool:
-    return isinstance(t, SymbolicZero)
-
-
 def _instantiate(tangents, primals):
     """``tangents`` with a zero array of the primal's shape for each symbolic zero."""
-    zeros = lambda t, p: jnp.zeros_like(p) if _is_zero(t) else t  # noqa: E731
-    return jax.tree_util.tree_map(zeros, tangents, primals, is_leaf=_is_zero)
-
-
-def _sum(terms: list, shaped_like):
-    """The sum of ``terms`` (each a list of arrays, one per group), or zeros shaped like
-    ``shaped_like()``'s arrays where there are none."""
-    if not terms:
-        return [jnp.zeros(s.shape, s.dtype) for s in jax.eval_shape(shaped_like)]
-    return [sum(parts[1:], parts[0]) for parts in zip(*terms)]
+    zero = lambda t, p: jnp.zeros_like(p) if isinstance(t, SymbolicZero) else t  # noqa: E731
+    is_zero = lambda t: isinstance(t, SymbolicZero)  # noqa: E731
+    return jax.tree_util.tree_map(zero, tangents, primals, is_leaf=is_zero)
 
 
 class _Probe(RNNCellBase):
@@ -181,16 +148,14 @@ class _Probe(RNNCellBase):
 @functools.cache
 def jax_differentiates_sequence() -> bool:
     """Whether the installed JAX can take a gradient through ``sequence``'s rule: one tiny
-    gradient, traced once per process (shapes only, nothing runs). Older releases fail to transpose
-    its tangent loop."""
-    kernel = jax.ShapeDtypeStruct((2, 2), jnp.float32)
+    gradient, traced once per process (shapes only). Older releases fail to transpose it."""
 
     def loss(kernel):
         xs, h = jnp.ones((3, 1, 1)), jnp.zeros((1, 2))
         return jnp.sum(sequence(_Probe(), {"h": {"kernel": kernel}}, h, xs, (1, 1), True)[1])
 
     try:
-        jax.eval_shape(jax.grad(loss), kernel)
+        jax.eval_shape(jax.grad(loss), jax.ShapeDtypeStruct((2, 2), jnp.float32))
     except (AssertionError, TypeError):  # what jax 0.4.30 and 0.8.1 raise there
         return False
     return True

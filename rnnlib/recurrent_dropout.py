@@ -36,6 +36,12 @@ LINEN_SCAN_DRAW = 2
 class RecurrentDropoutCell(RNNCellBase):
     """Wraps ``cell`` with per-sequence dropout masks on its input and on its ``h``.
 
+    ``rnnlib.StackedRNN`` takes ``deterministic`` and ``rngs={'dropout': key}`` and draws the
+    masks itself. In a plain ``RNN``, which takes no ``rngs``, bind them first::
+
+        rnn = RNN(cell.with_masks(*cell.draw_masks(key, step_shape)))  # training
+        rnn = RNN(cell.with_masks())                                   # evaluation: no dropout
+
     Arguments:
         cell: the wrapped ``RNNCellBase``. Its carry is ``h`` (GRU, MGU, simple cells) or
             ``(c, h)`` (LSTM, ConvLSTM); only ``h`` is dropped, as the cell reads it.
@@ -47,8 +53,8 @@ class RecurrentDropoutCell(RNNCellBase):
     The carry the cell returns is the wrapped cell's new carry, not dropped. The masks
     come from the keys flax.linen gives two ``nn.Dropout`` submodules of this cell named
     ``recurrent_dropout`` and ``input_dropout`` inside an ``nn.RNN`` whose ``split_rngs``
-    has ``'dropout': False`` (the same key at every step): ``linen_key(key, *path, name,
-    LINEN_SCAN_DRAW)``. The count is 2, not 1, because ``nn.RNN``'s scan traces the cell
+    has ``'dropout': False`` (the same key at every step): ``rnnlib.dropout.linen_key(key,
+    *path, name, 2)``. The count is 2, not 1, because ``nn.RNN``'s scan traces the cell
     twice (once to learn the carry's shapes, once for the loop) without resetting the
     cell's rng counter, and the loop uses the second trace's key (flax 0.10 to 0.12).
     """

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -66,16 +64,14 @@ class RNN(Module):
             reversed (see ``flip_sequences``).
         keep_order: with ``reverse``, flip the outputs back to the input's order.
         unroll: steps per iteration of the underlying ``lax.scan`` loop.
-        plan: how the loop is computed (``rnnlib.Plan``); the numbers are the same under every plan.
-            ``Plan()`` chooses by backend and shapes; ``rnnlib.plan.REFERENCE`` is the plain
-            program.
+        plan: how the loop is computed, ``rnnlib.Plan()`` by default; never the numbers.
 
-    ``apply`` takes each field but ``cell``, ``unroll`` and ``plan`` again, to override it, and
-    ``initial_carry`` (default: ``cell.initialize_carry(init_key, ...)``), ``init_key`` (default
+    ``apply`` takes each field but ``cell``, ``unroll`` and ``plan`` again, and ``initial_carry``
+    (default: ``cell.initialize_carry(init_key, ...)``), ``init_key`` (default
     ``jax.random.key(0)``) and ``seq_lengths``, ints shaped ``(*batch)``. Outputs at padded steps
-    are computed but meaningless; the carry returned for each sequence is the one after its last
-    valid step. A sequence of length 0 returns its initial carry, where flax.linen's ``RNN`` returns
-    the carry after the last (padded) step.
+    are computed but meaningless; the carry of each sequence is the one after its last valid
+    step. A sequence of length 0 returns its initial carry (flax.linen's ``RNN`` returns the carry
+    after the last padded step).
     """
 
     cell: RNNCellBase
@@ -117,13 +113,13 @@ class RNN(Module):
         params,
         inputs,
         *,
-        initial_carry: Any = None,
+        initial_carry=None,
         init_key=None,
         seq_lengths=None,
-        return_carry: bool | None = None,
-        time_major: bool | None = None,
-        reverse: bool | None = None,
-        keep_order: bool | None = None,
+        return_carry=None,
+        time_major=None,
+        reverse=None,
+        keep_order=None,
     ):
         return_carry = self.return_carry if return_carry is None else return_carry
         time_major = self.time_major if time_major is None else time_major
@@ -160,58 +156,39 @@ class RNN(Module):
 
 
 def _scan(cell, params, step_shape, carry, inputs, seq_lengths, unroll, plan):
-    """Runs ``cell`` over axis 0 of ``inputs``; returns ``(final_carry, outputs)``.
-
-    With ``plan.hoist_inputs`` the layers that read ``x`` run for every step at once before the
-    loop, so the loop body holds only the layers that read ``h`` and ``update``. With
-    ``seq_lengths`` the loop also keeps, per sequence, the carry after its last valid step: an
-    ``O(batch x features)`` select per step, instead of stacking every step's carry and gathering
-    afterwards.
-    """
+    """``(final_carry, outputs)`` of ``cell`` over axis 0 of ``inputs``, as ``plan`` says. With
+    ``seq_lengths`` the loop also keeps, per sequence, the carry after its last valid step: a
+    select per step, instead of stacking every step's carry and gathering afterwards."""
     bound = cell.bind(params, step_shape, plan.join_layers)
     if plan.hoist_inputs:
         inputs, step = bound.inputs(inputs), lambda c, x: bound.step(c, x)
     else:
         step = lambda c, x: bound(c, x)  # noqa: E731
-    carry = _promote_carry(cell, step, carry, inputs)
+    # lax.scan needs a carry whose dtype a step keeps: cast it to what a step returns (a float32
+    # carry meeting complex inputs comes out complex; a cell computing in bfloat16 returns it).
+    x = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape[1:], a.dtype), inputs)
+    out = jax.eval_shape(lambda c, x: step(c, x)[0], carry, x)
+    carry = jax.tree_util.tree_map(lambda c, o: jnp.asarray(c, o.dtype), carry, out)
     if seq_lengths is None and plan.kernel_gradients_after_loop and not plan.hoist_inputs:
         return sequence(cell, params, carry, inputs, step_shape, plan.join_layers, unroll)
     if seq_lengths is None:
         return jax.lax.scan(step, carry, inputs, unroll=unroll)
 
     def body(state, xs):
-        x, t = xs
-        running, kept = state
+        (running, kept), (x, t) = state, xs
         running, y = step(running, x)
-        valid = t < seq_lengths
-        kept = jax.tree_util.tree_map(lambda new, old: _where(valid, new, old), running, kept)
-        return (running, kept), y
+
+        def select(new, old):  # the new carry where t is a valid step of the sequence
+            valid = (t < seq_lengths).reshape(
+                seq_lengths.shape + (1,) * (new.ndim - seq_lengths.ndim)
+            )
+            return jnp.where(valid, new, old)
+
+        return (running, jax.tree_util.tree_map(select, running, kept)), y
 
     times = jnp.arange(jax.tree_util.tree_leaves(inputs)[0].shape[0])
     (_, kept), outputs = jax.lax.scan(body, (carry, carry), (inputs, times), unroll=unroll)
     return kept, outputs
-
-
-def _where(valid, new, old):
-    valid = valid.reshape(valid.shape + (1,) * (new.ndim - valid.ndim))
-    return jnp.where(valid, new, old)
-
-
-def _promote_carry(cell, step, carry, inputs):
-    """The initial carry cast to the dtype a step returns it in (a float32 carry meeting
-    complex inputs comes out complex, a cell computing in bfloat16 returns bfloat16): ``lax.scan``
-    needs a carry whose dtype a step keeps."""
-    x = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape[1:], a.dtype), inputs)
-    for _ in range(3):
-        out = jax.eval_shape(lambda c, x: step(c, x)[0], carry, x)
-        if jax.tree_util.tree_map(jnp.result_type, carry) == jax.tree_util.tree_map(
-            lambda o: o.dtype, out
-        ):
-            return carry
-        carry = jax.tree_util.tree_map(lambda c, o: jnp.asarray(c, o.dtype), carry, out)
-    raise TypeError(
-        f"{describe(cell)} changes its carry's dtype at every step; lax.scan needs one it keeps."
-    )
 
 
 def _check_seq_lengths(rnn, seq_lengths, batch_dims, steps):
@@ -227,9 +204,8 @@ def _check_seq_lengths(rnn, seq_lengths, batch_dims, steps):
         concrete = np.asarray(seq_lengths)
     except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
         return seq_lengths  # traced under jit: the values are checked by nobody
-    bad = (concrete < 0) | (concrete > steps)
-    if bad.any():
-        where = tuple(int(i) for i in np.argwhere(bad)[0])
+    if ((concrete < 0) | (concrete > steps)).any():
+        where = tuple(int(i) for i in np.argwhere((concrete < 0) | (concrete > steps))[0])
         raise ValueError(
             f"seq_lengths must lie in [0, {steps}] (the time axis has {steps} steps); "
             f"seq_lengths{list(where)} is {int(concrete[where])}."

@@ -64,9 +64,9 @@ class StackedRNN(Module):
             parameters live under ``params['layers_i']``.
         dropout_rate: probability, in ``[0, 1)``, of dropping each value of the output of
             every layer except the last (as PyTorch's ``nn.LSTM(dropout=...)`` does). The
-            mask of the ``i``-th gap is drawn from ``linen_key(key, 'Dropout_i', 1)``: the
-            key of the ``i``-th ``nn.Dropout`` of the flax.linen module in this module's
-            docstring.
+            mask of the ``i``-th gap is drawn from ``rnnlib.dropout.linen_key(key, 'Dropout_i',
+            1)``: the key of the ``i``-th ``nn.Dropout`` of the flax.linen module in this
+            module's docstring.
         residual: ``True`` (every layer), ``False`` (none) or one bool per layer: whether
             the layer's output is its input plus what the layer computes. That needs the
             layer's input and output widths to match, which is checked.
