@@ -164,10 +164,8 @@ class Bound(NamedTuple):
 
     def named(self, x_outs, h_outs, constants=None) -> dict:
         """``update``'s ``a``: every layer's output by name."""
-        a = linear.by_name(self.x_groups, x_outs)
-        a.update(linear.by_name(self.h_groups, h_outs))
-        a.update(self.constants if constants is None else constants)
-        return a
+        a = {**linear.by_name(self.x_groups, x_outs), **linear.by_name(self.h_groups, h_outs)}
+        return {**a, **(self.constants if constants is None else constants)}
 
     def __call__(self, carry, x):
         return self.step(carry, self.inputs(x))

@@ -158,37 +158,28 @@ def affine(x, kernel, bias=None, dtype=None):
     axes are flattened into one for the matmul: XLA:CPU runs a 2-D matmul far faster than the same
     contraction over several axes."""
     x, kernel, bias = promote(x, kernel, bias, dtype=dtype)
-    rows = x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
-    y = lax.dot_general(rows, kernel, (((1,), (0,)), ((), ()))).reshape(
-        x.shape[:-1] + kernel.shape[-1:]
-    )
+    y = x.reshape(math.prod(x.shape[:-1]), x.shape[-1]) @ kernel
+    y = y.reshape(x.shape[:-1] + kernel.shape[-1:])
     return y if bias is None else y + bias
 
 
 def conv_padding(padding, rank: int):
-    """Normalises ``padding`` to ``'SAME'``, ``'VALID'``, ``'CIRCULAR'``, ``'REFLECT'``,
-    ``'CAUSAL'`` or ``rank`` ``(low, high)`` pairs; an int means the same on both sides."""
-    if isinstance(padding, str):
-        mode = padding.upper()
-        if mode not in ("SAME", "VALID", "CIRCULAR", "REFLECT", "CAUSAL"):
-            raise ValueError(
-                "padding must be 'SAME', 'VALID', 'CIRCULAR', 'REFLECT', 'CAUSAL', an int, or a "
-                f"sequence of {rank} ints or (low, high) pairs; got {padding!r}."
-            )
-        if mode == "CAUSAL" and rank != 1:
-            raise ValueError(f"padding='CAUSAL' is only defined for 1 spatial dim; got {rank}.")
-        return mode
+    """``padding`` as ``'SAME'``, ``'VALID'``, ``'CIRCULAR'``, ``'REFLECT'``, ``'CAUSAL'`` (1-D only)
+    or ``rank`` ``(low, high)`` pairs; an int means the same padding on both sides."""
+    modes = ("SAME", "VALID", "CIRCULAR", "REFLECT") + (("CAUSAL",) if rank == 1 else ())
+    if isinstance(padding, str) and padding.upper() in modes:
+        return padding.upper()
     if isinstance(padding, int):
         return ((padding, padding),) * rank
-    if isinstance(padding, Sequence) and len(padding) == rank:
+    if isinstance(padding, Sequence) and not isinstance(padding, str) and len(padding) == rank:
         pairs = [
             (p, p) if isinstance(p, int) else tuple(p) if isinstance(p, Sequence) else ()
             for p in padding
         ]
         if all(len(p) == 2 and all(isinstance(n, int) for n in p) for p in pairs):
-            return tuple((int(lo), int(hi)) for lo, hi in pairs)
+            return tuple(pairs)
     raise ValueError(
-        f"padding must be a string, an int, or a sequence of {rank} ints or (low, high) "
+        f"padding must be one of {modes}, an int, or a sequence of {rank} ints or (low, high) "
         f"pairs (one per spatial dim); got {padding!r}."
     )
 

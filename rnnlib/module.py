@@ -42,13 +42,12 @@ class Module:
             apply.__signature__ = signature.replace(parameters=[self_, variables, *rest])
             cls.apply, apply.__doc__ = apply, Module.apply.__doc__
 
-    def __setattr__(self, name, value):
-        raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+    def __setattr__(self, name, *value):
+        raise dataclasses.FrozenInstanceError(f"cannot assign to or delete field {name!r}")
 
-    def __delattr__(self, name):
-        raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+    __delattr__ = __setattr__
 
-    def __repr__(self) -> str:
+    def __repr__(self) -> str:  # Name(field=value, ...), the fields that differ from defaults
         return describe(self)
 
     def init(self, key, *args, **kwargs) -> dict[str, Params]:

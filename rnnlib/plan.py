@@ -43,6 +43,11 @@ class Plan:
                 raise TypeError(f"Plan expects {name} to be True, False or None; got {value!r}.")
 
 
+# Measured on XLA:CPU (benchmarks/README.md, rule 7): per number of dense layers reading h, the
+# widths at which their joined matmul ran a forward pass slowly, as (fewest rows per step, features
+# above, up to); there a plan computes one matmul per layer unless differentiated.
+_SLOW_WHEN_JOINED = {3: ((0, 160, 480),), 4: ((0, 160, 416), (64, 256, 416))}
+
 #: The plain program: in the loop, one matmul per layer, differentiated by JAX's own rules.
 REFERENCE = Plan(hoist_inputs=False, join_layers=False, kernel_gradients_after_loop=False)
 
@@ -52,11 +57,13 @@ def resolve(plan: Plan, cell: RNNCellBase, step_shape) -> Plan:
     cpu = jax.default_backend() == "cpu"
     hoist = not cpu if plan.hoist_inputs is None else plan.hoist_inputs
     join = plan.join_layers
-    if join is None:
-        layers = cell.layers(tuple(step_shape)).values()
-        width = max((la.features for la in layers if isinstance(la, linear.Dense)), default=0)
+    if join is None:  # XLA:CPU runs some joined widths slowly: see _SLOW_WHEN_JOINED
+        h = [la for la in cell.layers(tuple(step_shape)).values() if isinstance(la, linear.Dense)]
+        h = [la.features for la in h if la.reads == "h"]
         rows = math.prod(step_shape[:-1])
-        join = not (cpu and 160 < width <= 416 and (rows < 64 or width > 256))
+        bands = [b[1:] for b in _SLOW_WHEN_JOINED.get(len(h), ()) if rows >= b[0]] or [(0, 0)]
+        above, up_to = bands[-1]
+        join = not (cpu and above < max(h, default=0) <= up_to)
     after = plan.kernel_gradients_after_loop
     if after is None:
         after = cpu and not hoist and jax_differentiates_sequence()

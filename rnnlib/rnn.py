@@ -30,9 +30,10 @@ def split_axes(cell: RNNCellBase, shape, time_major: bool, owner=None):
     return shape[: len(shape) - owned - 1], len(shape) - owned - 1
 
 
-def check_flags(
-    owner: str, module, hints=None, flags=("time_major", "return_carry", "reverse", "keep_order")
-):
+FLAGS = ("time_major", "return_carry", "reverse", "keep_order")
+
+
+def check_flags(owner: str, module, hints=None, flags=FLAGS):
     """Raises a ``TypeError`` naming ``owner`` unless each of ``module``'s ``flags`` is a bool;
     ``hints`` adds a sentence per flag."""
     for flag in flags:
@@ -102,11 +103,10 @@ class RNN(Module):
             raise TypeError(f"RNN expects plan to be an rnnlib.Plan; got {self.plan!r}.")
 
     def _init(self, key, inputs, *, time_major=None, **unused):
-        time_major = self.time_major if time_major is None else time_major
         shape = tuple(np.shape(inputs))
-        _, time_axis = split_axes(self.cell, shape, time_major, owner=self)
-        step_shape = shape[:time_axis] + shape[time_axis + 1 :]
-        return {"cell": self.cell.create_params(key, step_shape)}
+        major = self.time_major if time_major is None else time_major
+        _, t = split_axes(self.cell, shape, major, owner=self)
+        return {"cell": self.cell.create_params(key, shape[:t] + shape[t + 1 :])}
 
     def _call(
         self,

@@ -192,14 +192,31 @@ def test_a_plan_joins_the_dense_layers_that_read_one_input_or_runs_one_matmul_ea
 
 
 @pytest.mark.parametrize(
-    "features, rows, joined", [(160, 8, True), (161, 8, False), (192, 64, True), (320, 64, False)]
+    "make, features, rows, joined",
+    [
+        (rnnlib.GRUCell, 160, 8, True),
+        (rnnlib.GRUCell, 161, 8, False),
+        (rnnlib.GRUCell, 192, 64, False),
+        (rnnlib.GRUCell, 481, 64, True),
+        (rnnlib.LSTMCell, 192, 63, False),
+        (rnnlib.LSTMCell, 192, 64, True),
+        (rnnlib.LSTMCell, 320, 64, False),
+        (rnnlib.MGUCell, 320, 8, True),
+    ],
 )
 def test_on_cpu_the_forward_pass_runs_one_matmul_per_layer_between_two_widths(
-    features, rows, joined
+    make, features, rows, joined
 ):
-    """XLA:CPU runs a joined matmul of some widths slowly (benchmarks/README.md)."""
-    cell = rnnlib.GRUCell(features)
+    """XLA:CPU runs a joined matmul of some widths slowly (benchmarks/README.md, rule 7); the
+    bands depend on how many layers read h (3 for a GRU, 4 for an LSTM) and on the rows."""
+    cell = make(features)
     assert resolve(Plan(), cell, (rows, 16)).join_layers == (joined or not ON_CPU)
+    x = jax.ShapeDtypeStruct((rows, 3, 16), jnp.float32)
+    variables = jax.eval_shape(rnnlib.RNN(cell).init, jax.random.key(0), x)
+    per_step = len([n for n in cell.layers((rows, 16)) if n[0] == "h"]) * 2
+    assert matmuls(rnnlib.RNN(cell).apply, variables, x)[0] == (
+        2 if joined or not ON_CPU else per_step
+    )
 
 
 @pytest.mark.parametrize("cell_id", CELL_IDS)
