@@ -55,32 +55,19 @@ def import_other(checkout: Path):
     return importlib.import_module("rnnlib_other")
 
 
-def _rounds(fns, args, rounds):
-    for fn in fns.values():
-        jax.block_until_ready(fn(*args))
+def _rounds(fns, args, rounds, first_calls=False):
+    """Per contender, the median wall and process CPU time of ``rounds`` calls in rotating order:
+    after a warm-up, or with ``first_calls`` each a first call (JAX's caches cleared before it)."""
+    if not first_calls:
+        for fn in fns.values():
+            jax.block_until_ready(fn(*args))
     wall = {k: [] for k in fns}
     cpu = {k: [] for k in fns}
     order = list(fns)
     for r in range(rounds):
         for name in order[r % len(order) :] + order[: r % len(order)]:
-            start, start_cpu = time.perf_counter(), time.process_time()
-            jax.block_until_ready(fns[name](*args))
-            wall[name].append(time.perf_counter() - start)
-            cpu[name].append(time.process_time() - start_cpu)
-    return {k: statistics.median(v) for k, v in wall.items()}, {
-        k: statistics.median(v) for k, v in cpu.items()
-    }
-
-
-def _first_calls(fns, args, repeats):
-    """Per contender, the median ``(wall_s, cpu_s)`` of ``repeats`` calls that trace and compile
-    (JAX's caches cleared before each), in rotating order."""
-    wall = {k: [] for k in fns}
-    cpu = {k: [] for k in fns}
-    order = list(fns)
-    for r in range(repeats):
-        for name in order[r % len(order) :] + order[: r % len(order)]:
-            jax.clear_caches()
+            if first_calls:
+                jax.clear_caches()
             start, start_cpu = time.perf_counter(), time.process_time()
             jax.block_until_ready(fns[name](*args))
             wall[name].append(time.perf_counter() - start)
@@ -124,7 +111,7 @@ def point(other, cell_name, B, I, H, T=64, rounds=21, first_calls=0):  # noqa: E
             else:
                 fns[name] = jax.jit(apply)
         if first_calls:
-            wall, cpu = _first_calls(fns, (params, x), first_calls)
+            wall, cpu = _rounds(fns, (params, x), first_calls, first_calls=True)
             results["first " + mode] = {name: (wall[name], cpu[name]) for name in fns}
         wall, cpu = _rounds(fns, (params, x), rounds)
         results[mode] = {name: (wall[name], cpu[name]) for name in fns}

@@ -39,9 +39,8 @@ class Bidirectional(Module):
         time_major: whether time is the first axis.
         return_carry: also return ``(carry_forward, carry_backward)``.
 
-    ``apply`` takes ``initial_carry`` as a ``(forward, backward)`` pair, ``init_key`` (split in two,
-    one key per direction) and ``seq_lengths``; ``reverse`` and ``keep_order`` are accepted, as
-    ``RNN`` takes them, and ignored.
+    ``apply`` takes ``initial_carry`` as a ``(forward, backward)`` pair, ``init_key`` (one split per
+    direction) and ``seq_lengths``; ``reverse`` and ``keep_order``, as ``RNN``'s, are ignored.
     """
 
     forward_rnn: RNN
@@ -53,17 +52,13 @@ class Bidirectional(Module):
     def __post_init__(self):
         for name in ("forward_rnn", "backward_rnn"):
             rnn = getattr(self, name)
-            if hasattr(rnn, "initialize_carry"):
+            runs = all(callable(getattr(rnn, m, None)) for m in ("init", "apply"))
+            cell = hasattr(rnn, "initialize_carry")
+            if cell or flax_family(rnn) or not runs:
+                hint = " Wrap each cell in an RNN: Bidirectional(RNN(cell), RNN(cell))." * cell
                 raise TypeError(
-                    f"Bidirectional expects {name} to be an RNN; got the cell {describe(rnn)}. "
-                    "Wrap each direction's cell in an RNN: Bidirectional(RNN(cell), RNN(cell))."
-                )
-            if flax_family(rnn) or not all(
-                callable(getattr(rnn, m, None)) for m in ("init", "apply")
-            ):
-                raise TypeError(
-                    f"Bidirectional expects {name} to be an rnnlib.RNN (or a module with its "
-                    f"init and apply); got {describe(rnn)}."
+                    f"Bidirectional expects {name} to be an rnnlib.RNN (or a module with its init "
+                    f"and apply); got {'the cell ' * cell}{describe(rnn)}.{hint}"
                 )
         if not callable(self.merge_fn):
             raise TypeError(
@@ -75,10 +70,9 @@ class Bidirectional(Module):
     @property
     def shares_parameters(self) -> bool:
         """Whether both directions use one cell object, and so one set of parameters."""
-        if self.forward_rnn is self.backward_rnn:
-            return True
         cell = getattr(self.forward_rnn, "cell", None)
-        return cell is not None and cell is getattr(self.backward_rnn, "cell", None)
+        shared = cell is not None and cell is getattr(self.backward_rnn, "cell", None)
+        return self.forward_rnn is self.backward_rnn or shared
 
     def _init(self, key, inputs, *, time_major=None, **unused):
         time_major = self.time_major if time_major is None else time_major

@@ -1,14 +1,14 @@
 """``RNNCellBase``: what a recurrent cell writes, and what rnnlib derives from it.
 
 A cell is one step of a recurrence, ``(carry, x) -> (carry, y)``. It writes
-``initialize_carry(rng, input_shape)``; ``layers(input_shape)``, its layers by name, each a
-``Dense`` or ``Conv`` reading ``"x"`` (the step's input) or ``"h"`` (``hidden(carry)``), or a
-``Param``; and ``update(carry, a) -> (carry, y)``, the rest of the step, ``a[name]`` being layer
-``name``'s output. ``num_feature_axes`` defaults to 1 (a ConvLSTM owns ``(*signal, channels)``),
-``hidden(carry)`` to the carry or its last item (it must pick or mask: a linear map), and fields
-``dtype`` and ``param_dtype`` set the computation's and the parameters' dtypes. The rest is
-derived, so ``RNN`` can move a cell's matmuls (before the loop; after it, in the backward pass)
-without knowing the cell.
+``initialize_carry(rng, input_shape)`` (by default one array, ``(*batch, features)``);
+``layers(input_shape)``, its layers by name, each a ``Dense`` or ``Conv`` reading ``"x"`` (the
+step's input) or ``"h"`` (``hidden(carry)``), or a ``Param``; and ``update(carry, a)``, the rest
+of the step, ``a[name]`` being layer ``name``'s output. ``num_feature_axes`` defaults to 1 (a
+ConvLSTM owns ``(*signal, channels)``), ``hidden(carry)`` to the carry or its last item (it must
+pick or mask), and fields ``features``, ``carry_init``, ``dtype`` and ``param_dtype`` are read
+where a cell has them. The rest is derived, so ``RNN`` can move a cell's matmuls without knowing
+the cell.
 """
 
 from __future__ import annotations
@@ -23,17 +23,12 @@ import numpy as np
 from rnnlib import linear
 from rnnlib.module import Module, check_params, describe
 
-Carry = Any
-
 
 class RNNCellBase(Module):
-    """Base class of recurrent cells: ``cell.apply(variables, carry, x) -> (carry, y)``.
-
-    ``init(key, carry, x)`` creates the parameters for inputs shaped like ``x``;
-    ``apply(variables, carry, x)`` runs one step. Both check their arguments and raise a
-    ``ValueError`` naming the expected and received shapes. A subclass's annotated attributes are
-    its fields, as in Flax; it needs no decorator.
-    """
+    """Base class of recurrent cells: ``init(key, carry, x)`` creates the parameters for inputs
+    shaped like ``x``, ``apply(variables, carry, x) -> (carry, y)`` runs one step; both raise a
+    ``ValueError`` naming expected and received shapes. A subclass's annotated attributes are
+    its fields, as in Flax; it needs no decorator."""
 
     def __post_init__(self):
         n = getattr(self, "features", 1)
@@ -48,16 +43,19 @@ class RNNCellBase(Module):
                     f"{name}={dtype!r}. Integer parameters would truncate the kernels."
                 )
 
-    def initialize_carry(self, rng, input_shape: Sequence[int]) -> Carry:
-        """The initial carry for one step's input of shape ``input_shape``."""
-        raise NotImplementedError(_missing(self, "initialize_carry"))
+    def initialize_carry(self, rng, input_shape: Sequence[int]) -> Any:
+        """The initial carry for one step's input of shape ``input_shape``: by default ``h``,
+        ``(*batch, features)``, from the cell's ``carry_init`` (zeros) with ``rng`` whole."""
+        if not hasattr(self, "features"):
+            raise NotImplementedError(_missing(self, "initialize_carry"))
+        init = getattr(self, "carry_init", jax.nn.initializers.zeros)
+        return init(rng, tuple(input_shape[:-1]) + (self.features,), self._param_dtype)
 
     def layers(self, input_shape: Sequence[int]) -> dict:
-        """The layers by name (``rnnlib.linear.Dense``, ``Conv`` or ``Param``) for one step's
-        input of shape ``input_shape``; parameters are made in this order."""
+        """The layers by name (``Dense``, ``Conv``, ``Param``) for steps of ``input_shape``."""
         raise NotImplementedError(_missing(self, "layers"))
 
-    def update(self, carry: Carry, a: dict) -> tuple[Carry, Any]:
+    def update(self, carry, a: dict) -> tuple:
         """The step from the layers' outputs ``a`` (by name) to ``(new_carry, y)``."""
         raise NotImplementedError(_missing(self, "update"))
 
@@ -66,20 +64,23 @@ class RNNCellBase(Module):
         """How many trailing axes of one step's input the cell owns, ``(*signal, channels)``."""
         return 1
 
-    def hidden(self, carry: Carry):
+    def hidden(self, carry):
         """What the layers reading ``"h"`` read: the carry, or its last item."""
         return carry[-1] if isinstance(carry, (tuple, list)) else carry
 
+    @property
+    def _param_dtype(self):
+        return getattr(self, "param_dtype", jnp.float32)
+
     def create_params(self, key, input_shape: Sequence[int]) -> dict:
         """The parameter dict for one step's input of shape ``input_shape``, from ``layers``."""
-        dtype = getattr(self, "param_dtype", jnp.float32)
-        return linear.create(self.layers(tuple(input_shape)), key, dtype)
+        return linear.create(self.layers(tuple(input_shape)), key, self._param_dtype)
 
     def param_shapes(self, input_shape: Sequence[int]) -> dict:
-        """The tree ``create_params`` returns, with ``jax.ShapeDtypeStruct`` leaves (nothing drawn)."""
-        shape_only = lambda init, key, shape, dtype: jax.ShapeDtypeStruct(shape, dtype)  # noqa: E731
-        dtype = getattr(self, "param_dtype", jnp.float32)
-        return linear.create(self.layers(tuple(input_shape)), jax.random.key(0), dtype, shape_only)
+        """The tree ``create_params`` returns, with ``jax.ShapeDtypeStruct`` leaves (none drawn)."""
+        shape_only = lambda _, key, shape, dtype: jax.ShapeDtypeStruct(shape, dtype)  # noqa: E731
+        layers = self.layers(tuple(input_shape))
+        return linear.create(layers, jax.random.key(0), self._param_dtype, shape_only)
 
     def bind(self, params: dict, input_shape: Sequence[int], join: bool = False) -> Bound:
         """The step with ``params`` for inputs of ``input_shape``; with ``join``, the dense
@@ -99,33 +100,25 @@ class RNNCellBase(Module):
             )
 
     def feature_layout(self, layout: str = "(*batch, *signal, channels)") -> str:
-        """``layout`` with this cell's feature axes spelled out: ``channels`` for a dense
-        cell, ``height, width, channels`` for a 2-D ConvLSTM."""
+        """``layout`` with the feature axes spelled out (``height, width, channels`` in 2-D)."""
         signal = ("", "length, ", "height, width, ", "depth, height, width, ")
         n = self.num_feature_axes
         return layout.replace("*signal, ", signal[n - 1] if n <= len(signal) else "*signal, ")
 
     def check_variables(self, params: dict, input_shape: Sequence[int], path: str = "params"):
-        """Raises unless ``params`` holds every parameter this cell needs, at its shape."""
+        """Raises unless ``params`` holds every parameter of this cell, at its shape."""
         check_params(self, params, self.param_shapes(tuple(input_shape)), path)
 
-    def check_carry(self, carry: Carry, input_shape: Sequence[int], what: str = "carry"):
+    def check_carry(self, carry, input_shape: Sequence[int], what: str = "carry"):
         """Raises if ``carry`` differs in structure or shapes from ``initialize_carry``'s."""
         shape = tuple(input_shape)
         want = jax.eval_shape(lambda: self.initialize_carry(jax.random.key(0), shape))
-        want_shapes = jax.tree_util.tree_map(lambda x: x.shape, want)
-        if jax.tree_util.tree_structure(carry) != jax.tree_util.tree_structure(want):
-            raise ValueError(
-                f"{describe(self)} expects the {what} to be structured like initialize_carry(rng, "
-                f"{shape}), i.e. shapes {want_shapes}; got a {what} structured as "
-                f"{jax.tree_util.tree_structure(carry)}."
-            )
-        got = [tuple(np.shape(x)) for x in jax.tree_util.tree_leaves(carry)]
-        if got != [x.shape for x in jax.tree_util.tree_leaves(want)]:
-            got_shapes = jax.tree_util.tree_map(lambda x: tuple(np.shape(x)), carry)
+        same = jax.tree_util.tree_structure(carry) == jax.tree_util.tree_structure(want)
+        got, want = (jax.tree_util.tree_map(lambda x: tuple(np.shape(x)), t) for t in (carry, want))
+        if not same or got != want:
             raise ValueError(
                 f"{describe(self)} expects the {what} for inputs of shape {shape} to have shapes "
-                f"{want_shapes} (as initialize_carry gives); got {got_shapes}."
+                f"{want} (as initialize_carry gives); got {got}."
             )
 
     def _init(self, key, carry, inputs):
@@ -142,8 +135,8 @@ class RNNCellBase(Module):
 
 
 class Bound(NamedTuple):
-    """A cell's step with its parameters: the layers that read ``x`` and those that read
-    ``h``, in groups (``rnnlib.linear.Group``), and the values of its ``Param`` layers."""
+    """A cell's step with its parameters: its layers that read ``x`` and ``h`` (in groups), and
+    its ``Param`` values."""
 
     cell: RNNCellBase
     x_groups: list
@@ -151,15 +144,13 @@ class Bound(NamedTuple):
     constants: dict
 
     def inputs(self, x, bias: bool = True):
-        """The outputs of the layers that read ``x``, one array per group; ``x`` may have
-        any leading axes (``RNN`` projects every step at once before the loop this way)."""
+        """The outputs of the layers that read ``x`` (of any leading axes), one per group."""
         return linear.run(self.x_groups, x, getattr(self.cell, "dtype", None), bias)
 
     def step(self, carry, x_outs):
         """One step from the outputs of the layers that read ``x``: ``(new_carry, y)``."""
-        h_outs = linear.run(
-            self.h_groups, self.cell.hidden(carry), getattr(self.cell, "dtype", None)
-        )
+        dtype = getattr(self.cell, "dtype", None)
+        h_outs = linear.run(self.h_groups, self.cell.hidden(carry), dtype)
         return self.cell.update(carry, self.named(x_outs, h_outs))
 
     def named(self, x_outs, h_outs, constants=None) -> dict:
@@ -174,7 +165,7 @@ class Bound(NamedTuple):
 def _inexact(dtype) -> bool:
     try:
         return jnp.issubdtype(jnp.dtype(dtype), jnp.inexact)
-    except TypeError:
+    except TypeError:  # not a dtype at all
         return False
 
 
@@ -188,8 +179,5 @@ _REQUIRED = {  # what each hook a cell must write does, for the error when one i
 
 
 def _missing(cell, hook: str) -> str:
-    return (
-        f"{type(cell).__name__} does not define {hook}, which every rnnlib cell must: "
-        + _REQUIRED[hook]
-        + "."
-    )
+    does = _REQUIRED[hook]
+    return f"{type(cell).__name__} does not define {hook}, which every rnnlib cell must: {does}."

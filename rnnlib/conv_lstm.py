@@ -89,21 +89,27 @@ class ConvLSTMCell(RNNCellBase):
     def initialize_carry(self, rng, input_shape):
         """``(c, h)``, each ``(*batch, *signal, features)`` for
         ``input_shape = (*batch, *signal, channels)``. ``rng`` is split in two."""
-        input_shape = tuple(input_shape)
         self.check_input_shape(input_shape)
-        signal = input_shape[-self.num_feature_axes : -1]
-        self._check_keeps_size(signal)
-        shape = input_shape[: -self.num_feature_axes] + signal + (self.features,)
-        return tuple(self.carry_init(k, shape, self.param_dtype) for k in jax.random.split(rng))
+        signal = tuple(input_shape[-self.num_feature_axes : -1])
+        hh, x = self.layers(signal + (self.features,))["hh"], jnp.zeros((1, *signal, self.features))
+        out = jax.eval_shape(lambda: hh({"kernel": jnp.zeros(hh.kernel_shape())}, x)).shape[1:-1]
+        if out != signal:
+            raise ValueError(
+                f"{describe(self)} maps a signal of size {signal} to {out}, but a ConvLSTM's carry "
+                "must keep the input's spatial size: h is convolved with the same window at the "
+                "next step and added to c. Use strides of 1 and padding='SAME' (or (low, high) "
+                "pads with low + high = kernel_size - 1)."
+            )
+        make = super().initialize_carry  # one array, (*batch, *signal, features)
+        return tuple(make(k, input_shape) for k in jax.random.split(rng))
 
     def layers(self, input_shape):
         rank = len(self.kernel_size)
         bias = jax.nn.initializers.zeros if self.use_bias else None
         padding = conv_padding(self.padding, rank)
         strides, init = self.strides or (1,) * rank, jax.nn.initializers.lecun_normal()
-        conv = Conv(
-            "x", input_shape[-1], 4 * self.features, self.kernel_size, strides, padding, init, bias
-        )
+        n, k = 4 * self.features, self.kernel_size
+        conv = Conv("x", input_shape[-1], n, k, strides, padding, init, bias)
         return {"ih": conv, "hh": conv._replace(reads="h", in_features=self.features)}
 
     def update(self, carry, a):
@@ -112,15 +118,3 @@ class ConvLSTMCell(RNNCellBase):
         c = jax.nn.sigmoid(f + 1) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
         h = jax.nn.sigmoid(o) * jnp.tanh(c)
         return (c, h), h
-
-    def _check_keeps_size(self, signal):
-        conv = self.layers(signal + (self.features,))["hh"]
-        kernel = {"kernel": jnp.zeros(conv.kernel_shape())}
-        out = jax.eval_shape(lambda: conv(kernel, jnp.zeros((1, *signal, self.features))))
-        if out.shape[1:-1] != tuple(signal):
-            raise ValueError(
-                f"{describe(self)} maps a signal of size {tuple(signal)} to {out.shape[1:-1]}, "
-                "but a ConvLSTM's carry must keep the input's spatial size: h is convolved with "
-                "the same window at the next step and added to c. Use strides of 1 and "
-                "padding='SAME' (or (low, high) pads with low + high = kernel_size - 1)."
-            )

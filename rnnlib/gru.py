@@ -9,17 +9,11 @@ import jax
 import jax.numpy as jnp
 
 from rnnlib.cell_base import RNNCellBase
-from rnnlib.linear import Dense, orthogonal
+from rnnlib.initializers import orthogonal
+from rnnlib.linear import Dense
 
 
-class _SingleCarry(RNNCellBase):
-    def initialize_carry(self, rng, input_shape):
-        """``h`` shaped ``(*batch, features)``; ``rng`` goes whole to ``carry_init``."""
-        shape = tuple(input_shape[:-1]) + (self.features,)
-        return self.carry_init(rng, shape, self.param_dtype)
-
-
-class GRUCell(_SingleCarry):
+class GRUCell(RNNCellBase):
     r"""A gated recurrent unit; its carry is ``h`` and its output is the new ``h``.
 
     .. math::
@@ -73,7 +67,7 @@ class GRUCell(_SingleCarry):
         return h, h
 
 
-class MGUCell(_SingleCarry):
+class MGUCell(RNNCellBase):
     r"""A minimal gated unit: a GRU whose single gate ``f`` both resets and updates.
 
     .. math::

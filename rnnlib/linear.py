@@ -1,10 +1,8 @@
-"""The layers a cell declares (dense layers, channels-last convolutions, parameters), and their maps.
+"""The layers a cell declares (dense, channels-last convolutions, parameters), and their maps.
 
-A cell lists its layers once, in ``layers(input_shape)``; each says what it reads (``"x"``, the
-step's input, or ``"h"``, what the cell feeds back) and how its parameters are made. Parameters
-get flax.linen's names and shapes (``{'kernel': (in, out), 'bias': (out,)}`` and ``{'kernel':
-(*window, in, out), 'bias': (out,)}``), and inputs are promoted as flax.linen does, so given the
-same parameters the numbers match.
+Each layer says what it reads (``"x"``, the step's input, or ``"h"``, what the cell feeds back)
+and how its parameters are made, under flax.linen's ``Dense`` and ``Conv`` names and shapes;
+inputs are promoted as flax.linen does, so the same parameters give the same numbers.
 """
 
 from __future__ import annotations
@@ -17,19 +15,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-
-
-def orthogonal(scale: float = 1.0):
-    """``jax.nn.initializers.orthogonal`` that also works for 16-bit floats: it draws in float32
-    and casts, as XLA:CPU's QR has no half-precision kernel (Flax's linen cells fail there)."""
-    draw = jax.nn.initializers.orthogonal(scale)
-
-    def init(key, shape, dtype=jnp.float32):
-        if jnp.issubdtype(dtype, jnp.floating) and jnp.finfo(dtype).bits < 32:
-            return draw(key, shape, jnp.float32).astype(dtype)
-        return draw(key, shape, dtype)
-
-    return init
 
 
 class Dense(NamedTuple):
@@ -82,9 +67,8 @@ class Param(NamedTuple):
 
 
 def create(layers: dict, key, param_dtype, make=None) -> dict:
-    """The parameters of ``layers``, each from its own split of ``key`` (in the dict's order);
-    a layer's key is split again in two, for its kernel and its bias.
-    ``make(init, key, shape, dtype)`` makes each array (default: ``init(key, shape, dtype)``)."""
+    """The parameters of ``layers``, each from its own split of ``key`` (split again for kernel and
+    bias), each array made by ``make(init, key, shape, dtype)`` (default: by ``init``)."""
     make = make or (lambda init, key, shape, dtype: init(key, shape, dtype))
     params = {}
     for k, (name, layer) in zip(jax.random.split(key, len(layers)), layers.items()):
@@ -129,8 +113,7 @@ def groups(layers: dict, params: dict, reads: str, join: bool) -> list[Group]:
 
 
 def run(groups: list[Group], v, dtype=None, bias: bool = True) -> list:
-    """Each group applied to ``v`` (any leading axes); ``bias=False`` leaves the biases out, which
-    gives the map's derivative with respect to ``v``."""
+    """Each group applied to ``v`` (any leading axes); ``bias=False``: its derivative in ``v``."""
     return [g.layer(g.params if bias else {"kernel": g.params["kernel"]}, v, dtype) for g in groups]
 
 
@@ -164,7 +147,7 @@ def affine(x, kernel, bias=None, dtype=None):
 
 
 def conv_padding(padding, rank: int):
-    """``padding`` as ``'SAME'``, ``'VALID'``, ``'CIRCULAR'``, ``'REFLECT'``, ``'CAUSAL'`` (1-D only)
+    """``padding`` as ``'SAME'``, ``'VALID'``, ``'CIRCULAR'``, ``'REFLECT'``, ``'CAUSAL'`` (1-D)
     or ``rank`` ``(low, high)`` pairs; an int means the same padding on both sides."""
     modes = ("SAME", "VALID", "CIRCULAR", "REFLECT") + (("CAUSAL",) if rank == 1 else ())
     if isinstance(padding, str) and padding.upper() in modes:

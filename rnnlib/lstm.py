@@ -9,7 +9,8 @@ import jax
 import jax.numpy as jnp
 
 from rnnlib.cell_base import RNNCellBase
-from rnnlib.linear import Dense, orthogonal
+from rnnlib.initializers import orthogonal
+from rnnlib.linear import Dense
 
 
 class LSTMCell(RNNCellBase):
@@ -62,8 +63,8 @@ class LSTMCell(RNNCellBase):
     def initialize_carry(self, rng, input_shape):
         """``(c, h)``, each ``(*batch, features)`` for ``input_shape = (*batch, channels)``;
         ``rng`` is split in two, one key for ``c`` and one for ``h``."""
-        shape = tuple(input_shape[:-1]) + (self.features,)
-        return tuple(self.carry_init(k, shape, self.param_dtype) for k in jax.random.split(rng))
+        make = super().initialize_carry
+        return tuple(make(k, input_shape) for k in jax.random.split(rng))
 
     def layers(self, input_shape):
         x = Dense("x", input_shape[-1], self.features, self.kernel_init)
@@ -82,9 +83,5 @@ class LSTMCell(RNNCellBase):
 
 
 class OptimizedLSTMCell(LSTMCell):
-    """The same cell as ``LSTMCell``, with the same parameters and numbers.
-
-    In Flax this class concatenates the gate kernels for speed while ``LSTMCell`` runs eight
-    separate matmuls. rnnlib's ``RNN`` joins them or not by its ``plan``, for either class, so the
-    two names are interchangeable; this one exists so Flax code ports unchanged.
-    """
+    """``LSTMCell`` under Flax's other name (Flax's two differ in speed only; rnnlib's ``RNN``
+    chooses the program by its ``plan``, for either), so Flax code ports unchanged."""

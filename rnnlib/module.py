@@ -1,11 +1,9 @@
 """The calling convention every rnnlib module shares: ``init`` and ``apply``.
 
-A module is a frozen dataclass that holds configuration only: ``variables = module.init(key,
-*args)`` makes its parameters, ``{'params': {...}}``, a plain nested dict laid out exactly like
-flax.linen's (so variables move between the two unchanged), and ``module.apply(variables, *args)``
-runs it. As with a Flax module, a subclass's annotated attributes are its fields, without a decorator. A
-subclass implements ``_init(key, *args, **kwargs)``, which returns the parameter dict, and
-``_call(params, *args, **kwargs)``, whose arguments ``apply`` takes and shows.
+A module is a frozen dataclass of configuration: ``module.init(key, *args)`` makes its
+variables, ``{'params': {...}}``, a plain dict laid out as flax.linen's, and
+``module.apply(variables, *args)`` runs it. As in Flax, annotated attributes are fields, without a
+decorator. A subclass writes ``_init(key, ...)`` (the parameters) and ``_call(params, ...)``.
 """
 
 from __future__ import annotations
@@ -17,8 +15,6 @@ from typing import Any
 
 import jax
 import numpy as np
-
-Params = dict[str, Any]
 
 
 class Module:
@@ -50,19 +46,16 @@ class Module:
     def __repr__(self) -> str:  # Name(field=value, ...), the fields that differ from defaults
         return describe(self)
 
-    def init(self, key, *args, **kwargs) -> dict[str, Params]:
-        """Creates this module's variables, ``{'params': {...}}``, for ``apply``'s arguments.
-
-        ``key`` is a ``jax.random.key`` or a raw ``jax.random.PRNGKey``; a Flax-style
-        ``{'params': key}`` dict is accepted too.
-        """
+    def init(self, key, *args, **kwargs) -> dict:
+        """This module's variables, ``{'params': {...}}``, for ``apply``'s arguments; ``key`` is a
+        ``jax.random.key``, a raw ``jax.random.PRNGKey`` or Flax's ``{'params': key}``."""
         self._check_arguments("init", args, kwargs)
         params = self._init(_params_key(key), *args, **kwargs)
         # Trace the forward pass without running it, so bad arguments fail here, as in Flax.
         jax.eval_shape(lambda p: self._call(p, *args, **kwargs), params)
         return {"params": params}
 
-    def init_with_output(self, key, *args, **kwargs) -> tuple[Any, dict[str, Params]]:
+    def init_with_output(self, key, *args, **kwargs) -> tuple[Any, dict]:
         """Like ``init``, but also returns the output of applying the new variables."""
         self._check_arguments("init_with_output", args, kwargs)
         params = self._init(_params_key(key), *args, **kwargs)
@@ -80,34 +73,35 @@ class Module:
             signature.bind(None, *args, **kwargs)
         except TypeError as error:
             rest = [p.replace(annotation=p.empty) for p in signature.parameters.values()][1:]
-            first = "variables" if method == "apply" else "key"
             raise TypeError(
-                f"{describe(self)}.{method}: {error}; it takes the {first}, then "
+                f"{describe(self)}.{method}: {error}; it takes the "
+                f"{'variables' if method == 'apply' else 'key'}, then "
                 f"{signature.replace(parameters=rest, return_annotation=signature.empty)}."
             ) from None
 
 
 def describe(module) -> str:
-    """``Name(field=value, ...)`` with the required fields and those changed from their
-    defaults: rnnlib's ``repr``, and how errors name a module. A Flax module is named with its
-    library and the fields that shape its input, ``flax.linen.RNN(cell=LSTMCell(features=8))``."""
+    """``Name(field=value, ...)`` with the required fields and those changed from their defaults:
+    rnnlib's ``repr``, and how errors name a module. A Flax module is named with its library and
+    the fields that shape its input, ``flax.linen.RNN(cell=LSTMCell(features=8))``."""
     if flax_family(module):
         return f"{flax_family(module)}.{_describe_flax(module)}"
-    if not dataclasses.is_dataclass(module):
-        return type(module).__name__
-    shown = []
-    for field in dataclasses.fields(module):
-        value = getattr(module, field.name)
-        if field.default is dataclasses.MISSING or not (
-            value is field.default or value == field.default
-        ):
-            if dataclasses.is_dataclass(value) and not isinstance(value, type):
-                shown.append(f"{field.name}={describe(value)}")
-            elif callable(value) and not isinstance(value, type):
-                shown.append(f"{field.name}={getattr(value, '__name__', None) or repr(value)}")
-            else:
-                shown.append(f"{field.name}={value!r}")
+    if not dataclasses.is_dataclass(module) or type(module).__repr__ is not Module.__repr__:
+        return repr(module) if dataclasses.is_dataclass(module) else type(module).__name__
+    fields = [(f.name, getattr(module, f.name), f.default) for f in dataclasses.fields(module)]
+    shown = [
+        f"{n}={_short(v)}"
+        for n, v, d in fields
+        if d is dataclasses.MISSING or not (v is d or v == d)
+    ]
     return f"{type(module).__name__}({', '.join(shown)})"
+
+
+def _short(value) -> str:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return describe(value)
+    named = callable(value) and not isinstance(value, type)
+    return (getattr(value, "__name__", None) if named else None) or repr(value)
 
 
 def flax_family(module) -> str | None:
@@ -128,28 +122,24 @@ def _describe_flax(module) -> str:
     return f"{type(module).__qualname__}({', '.join(shown)})"
 
 
-def params_of(variables: Mapping[str, Any], module) -> Params:
+def params_of(variables: Mapping[str, Any], module) -> dict:
     """Returns ``variables['params']``, or a clear error naming what was given instead."""
     if not isinstance(variables, Mapping) or "params" not in variables:
-        got = (
-            f"keys {sorted(variables)}"
-            if isinstance(variables, Mapping)
-            else type(variables).__name__
-        )
-        raise (ValueError if isinstance(variables, Mapping) else TypeError)(
+        mapping = isinstance(variables, Mapping)
+        got = f"keys {sorted(variables)}" if mapping else type(variables).__name__
+        raise (ValueError if mapping else TypeError)(
             f"{describe(module)}.apply expects variables shaped {{'params': {{...}}}}, as init "
             f"returns them (a dict with a 'params' collection); got {got}."
         )
     return variables["params"]
 
 
-def check_params(module, params: Params, expected: Params, path: str = "params") -> None:
+def check_params(module, params: dict, expected: dict, path: str = "params") -> None:
     """Raises unless ``params`` holds every entry of ``expected`` (``jax.ShapeDtypeStruct``
     leaves) at its shape; extra entries are allowed, as in Flax."""
     if not isinstance(params, Mapping):
-        raise TypeError(
-            f"{describe(module)} expects {path} to be a dict of parameters; got {type(params).__name__}."
-        )
+        got = type(params).__name__
+        raise TypeError(f"{describe(module)} expects {path} to be a dict of parameters; got {got}.")
     for name, want in expected.items():
         where, got = f"{path}/{name}", params.get(name)
         if name not in params:

@@ -1,8 +1,8 @@
 """How ``RNN`` computes a cell over a sequence: a ``Plan``, and the whole-sequence rule.
 
-A plan changes the program, never the numbers (up to the rounding of sums taken in another
-order). ``Plan()`` leaves each choice to ``resolve``, which reads the backend and one step's shape;
-``REFERENCE`` is the plain program. Why each choice pays: ``benchmarks/README.md``.
+A plan changes the program, never the numbers (up to rounding). ``Plan()`` leaves each choice to
+``resolve``, from the backend and one step's shape; ``REFERENCE`` is the plain program. Why each
+choice pays: ``benchmarks/README.md``.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ class Plan:
             (default: on GPU and TPU, not on CPU).
         join_layers: one matmul for all the dense layers that read one input, their kernels
             concatenated (default: yes, except on CPU at widths where XLA runs it slowly).
-        kernel_gradients_after_loop: differentiate the loop by ``sequence``'s rule (default: on
-            CPU, without ``hoist_inputs`` or ``seq_lengths``, where the installed JAX can).
+        kernel_gradients_after_loop: take the kernels' gradients as matmuls after the backward
+            loop (default: on CPU, without ``hoist_inputs`` or ``seq_lengths``, where JAX can).
     """
 
     hoist_inputs: bool | None = None
@@ -43,9 +43,8 @@ class Plan:
                 raise TypeError(f"Plan expects {name} to be True, False or None; got {value!r}.")
 
 
-# Measured on XLA:CPU (benchmarks/README.md, rule 7): per number of dense layers reading h, the
-# widths at which their joined matmul ran a forward pass slowly, as (fewest rows per step, features
-# above, up to); there a plan computes one matmul per layer unless differentiated.
+# Per number of dense layers reading h, the widths at which XLA:CPU ran their joined matmul slowly
+# in a forward pass (benchmarks/README.md, rule 7): (fewest rows per step, features above, up to).
 _SLOW_WHEN_JOINED = {3: ((0, 160, 480),), 4: ((0, 160, 416), (64, 256, 416))}
 
 #: The plain program: in the loop, one matmul per layer, differentiated by JAX's own rules.
@@ -75,13 +74,11 @@ def sequence(cell: RNNCellBase, params, carry, xs, step_shape, join: bool, unrol
     derivative rule that takes the kernels' gradients after the loop.
 
     JAX's backward loop adds every step's share of each kernel's gradient into a running sum, a
-    matmul per step whose inner dimension is the batch, though nothing in the loop needs it. This
-    rule's tangent takes the terms that do not come from the step before (the kernels' and the
-    inputs' tangents) as one matmul per side over all steps, outside the loop; inside, only the
-    ``h`` layers' map of ``h``'s tangent and ``update``'s tangent, JAX's own ``jax.linearize``
-    of it (which keeps the outputs of transcendental functions and recomputes the rest). JAX
-    transposes that into a backward loop with ``d_u @ W_h.T`` and each kernel's gradient as one
-    matmul after it. Forward mode and higher derivatives work as for any loop.
+    matmul per step over the batch, though nothing in the loop needs it. This rule's tangent takes
+    the kernels' and the inputs' tangents as one matmul per side over all steps, outside the loop;
+    inside, only the ``h`` layers' map of ``h``'s tangent and ``update``'s tangent, JAX's own
+    ``jax.linearize`` of it (keeping the outputs of transcendental functions). JAX transposes that
+    into a backward loop with ``d_u @ W_h.T``, each kernel's gradient one matmul after it.
     """
     return _sequence((cell, tuple(step_shape), join, unroll), params, carry, xs)
 
@@ -137,14 +134,12 @@ _sequence.defjvp(_sequence_jvp, symbolic_zeros=True)
 
 def _instantiate(tangents, primals):
     """``tangents`` with a zero array of the primal's shape for each symbolic zero."""
-    zero = lambda t, p: jnp.zeros_like(p) if isinstance(t, SymbolicZero) else t  # noqa: E731
     is_zero = lambda t: isinstance(t, SymbolicZero)  # noqa: E731
+    zero = lambda t, p: jnp.zeros_like(p) if is_zero(t) else t  # noqa: E731
     return jax.tree_util.tree_map(zero, tangents, primals, is_leaf=is_zero)
 
 
-class _Probe(RNNCellBase):
-    """The smallest cell with a layer on ``h``: ``jax_differentiates_sequence``'s."""
-
+class _Probe(RNNCellBase):  # the smallest cell with a layer on h
     def layers(self, input_shape):
         return {"h": linear.Dense("h", 2, 2, jax.nn.initializers.zeros)}
 

@@ -34,8 +34,7 @@ FLAGS = ("time_major", "return_carry", "reverse", "keep_order")
 
 
 def check_flags(owner: str, module, hints=None, flags=FLAGS):
-    """Raises a ``TypeError`` naming ``owner`` unless each of ``module``'s ``flags`` is a bool;
-    ``hints`` adds a sentence per flag."""
+    """Raises a ``TypeError`` unless each ``flag`` of ``module`` is a bool (``hints``: per flag)."""
     for flag in flags:
         if not isinstance(value := getattr(module, flag), (bool, np.bool_)):
             hint = (hints or {}).get(flag, "")
@@ -60,9 +59,8 @@ class RNN(Module):
         cell: the ``RNNCellBase`` applied at each step.
         time_major: whether time is the first axis of inputs and outputs.
         return_carry: also return the final carry, as ``(carry, outputs)``.
-        reverse: process the sequence from its last step to its first; outputs come back in
-            processing order unless ``keep_order``. With ``seq_lengths`` only the valid steps are
-            reversed (see ``flip_sequences``).
+        reverse: process each sequence from its last valid step (``flip_sequences``); outputs
+            come back in processing order unless ``keep_order``.
         keep_order: with ``reverse``, flip the outputs back to the input's order.
         unroll: steps per iteration of the underlying ``lax.scan`` loop.
         plan: how the loop is computed, ``rnnlib.Plan()`` by default; never the numbers.
@@ -128,11 +126,10 @@ class RNN(Module):
 
         inputs = jnp.asarray(inputs)
         batch_dims, time_axis = split_axes(self.cell, inputs.shape, time_major, owner=self)
-        steps = inputs.shape[time_axis]
         step_shape = inputs.shape[:time_axis] + inputs.shape[time_axis + 1 :]
         check_params(self, params, {"cell": self.cell.param_shapes(step_shape)})
         if seq_lengths is not None:
-            seq_lengths = _check_seq_lengths(self, seq_lengths, batch_dims, steps)
+            seq_lengths = _check_seq_lengths(self, seq_lengths, batch_dims, inputs.shape[time_axis])
 
         if reverse:
             inputs = flip_sequences(inputs, seq_lengths, len(batch_dims), time_major)
@@ -156,16 +153,15 @@ class RNN(Module):
 
 
 def _scan(cell, params, step_shape, carry, inputs, seq_lengths, unroll, plan):
-    """``(final_carry, outputs)`` of ``cell`` over axis 0 of ``inputs``, as ``plan`` says. With
-    ``seq_lengths`` the loop also keeps, per sequence, the carry after its last valid step: a
-    select per step, instead of stacking every step's carry and gathering afterwards."""
+    """``(final_carry, outputs)`` over axis 0 of ``inputs``, as ``plan`` says; with ``seq_lengths``,
+    the carry after each sequence's last valid step (a select per step, nothing stacked)."""
     bound = cell.bind(params, step_shape, plan.join_layers)
     if plan.hoist_inputs:
         inputs, step = bound.inputs(inputs), lambda c, x: bound.step(c, x)
     else:
         step = lambda c, x: bound(c, x)  # noqa: E731
-    # lax.scan needs a carry whose dtype a step keeps: cast it to what a step returns (a float32
-    # carry meeting complex inputs comes out complex; a cell computing in bfloat16 returns it).
+    # lax.scan needs a carry whose dtype a step keeps: a float32 carry meeting complex inputs
+    # comes out complex, a cell computing in bfloat16 returns bfloat16. Cast it to that.
     x = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape[1:], a.dtype), inputs)
     out = jax.eval_shape(lambda c, x: step(c, x)[0], carry, x)
     carry = jax.tree_util.tree_map(lambda c, o: jnp.asarray(c, o.dtype), carry, out)

@@ -9,7 +9,8 @@ import jax
 import jax.numpy as jnp
 
 from rnnlib.cell_base import RNNCellBase
-from rnnlib.linear import Dense, orthogonal
+from rnnlib.initializers import orthogonal
+from rnnlib.linear import Dense
 
 
 class SimpleCell(RNNCellBase):
@@ -50,11 +51,6 @@ class SimpleCell(RNNCellBase):
     param_dtype: Any = jnp.float32
     carry_init: Callable[..., Any] = jax.nn.initializers.zeros
     residual: bool = False
-
-    def initialize_carry(self, rng, input_shape):
-        """``h`` shaped ``(*batch, features)`` for ``input_shape = (*batch, channels)``."""
-        shape = tuple(input_shape[:-1]) + (self.features,)
-        return self.carry_init(rng, shape, self.param_dtype)
 
     def layers(self, input_shape):
         return {

@@ -85,7 +85,7 @@ def test_initial_carry_with_the_wrong_structure_is_rejected():
     rnn = RNN(LSTMCell(features=4))
     x = jnp.ones((2, 5, 3))
     variables = rnn.init(KEY, x)
-    with _raises(ValueError, "initial_carry", "structured like initialize_carry"):
+    with _raises(ValueError, "initial_carry", "((2, 4), (2, 4)) (as initialize_carry gives)"):
         rnn.apply(variables, x, initial_carry=jnp.zeros((2, 4)))
 
 

@@ -33,6 +33,11 @@ from tests.tolerance import assert_close, recurrent_terms
 TIME = 5
 ON_CPU = jax.default_backend() == "cpu"
 RULE = ON_CPU and jax_differentiates_sequence()
+# A plan that asks for the rule where this JAX cannot transpose it (jax 0.4.30, 0.8.1) fails
+# with that JAX's error; where RNN chooses by itself it takes JAX's own derivatives there.
+needs_the_rule = pytest.mark.skipif(
+    not jax_differentiates_sequence(), reason="this JAX cannot differentiate the rule"
+)
 
 
 class UsersCell(rnnlib.RNNCellBase):
@@ -69,6 +74,10 @@ PLANS = {
     "joined, in the loop, rule": Plan(False, True, True),
     "joined, hoisted, no rule": Plan(True, True, False),
 }
+PLAN_PARAMS = [
+    pytest.param(name, marks=needs_the_rule if PLANS[name].kernel_gradients_after_loop else ())
+    for name in PLANS
+]
 
 
 def _cell_and_input(cell_id, batch=(3,)):
@@ -95,7 +104,7 @@ def _run(cell, plan, variables, x, carry, lengths=None):
     return jax.jit(apply)(variables, x, carry), jax.jit(grads)(variables, x, carry)
 
 
-@pytest.mark.parametrize("plan_id", PLANS)
+@pytest.mark.parametrize("plan_id", PLAN_PARAMS)
 @pytest.mark.parametrize("cell_id", CELL_IDS)
 @pytest.mark.parametrize("lengths", [False, True], ids=["whole", "seq_lengths"])
 def test_every_plan_gives_the_reference_outputs_carry_and_gradients(cell_id, plan_id, lengths):
@@ -108,6 +117,7 @@ def test_every_plan_gives_the_reference_outputs_carry_and_gradients(cell_id, pla
     assert_close(got, want, terms=recurrent_terms(cell, x.shape, steps=TIME, gradient=True))
 
 
+@needs_the_rule
 @pytest.mark.parametrize("cell_id", CELL_IDS)
 def test_the_whole_sequence_rule_agrees_with_the_plain_loop_in_forward_mode_and_to_second_order(
     cell_id,
@@ -152,6 +162,7 @@ def test_the_pinned_jax_differentiates_the_rule():
     assert jax_differentiates_sequence()
 
 
+@needs_the_rule
 @pytest.mark.parametrize("cell_id", ["UsersCell", "LSTMCell", "GRUCell"])
 def test_the_rule_takes_each_sides_kernel_gradient_as_one_matmul_after_the_loop(cell_id):
     """In a training step under the rule, the forward loop holds one matmul per side (the
@@ -231,6 +242,7 @@ def test_param_shapes_are_read_from_the_layers_without_tracing(cell_id):
     assert written == traced
 
 
+@needs_the_rule
 def test_recurrent_dropout_masks_hold_under_the_rule():
     """The masked cell drops the same units in the rule's loop and its derivative."""
     inner, x = _cell_and_input("GRUCell")
@@ -250,6 +262,7 @@ def test_recurrent_dropout_masks_hold_under_the_rule():
     assert_close(run(Plan(False, True, True)), run(REFERENCE), terms=terms)
 
 
+@needs_the_rule
 def test_the_rule_computes_in_the_cells_dtype():
     cell = rnnlib.LSTMCell(4, dtype=jnp.bfloat16, param_dtype=jnp.bfloat16)
     x = sequence_input(0, (3,), TIME, (3,), dtype=jnp.bfloat16)
