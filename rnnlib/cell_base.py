@@ -135,8 +135,7 @@ class RNNCellBase(Module):
 
 
 class Bound(NamedTuple):
-    """A cell's step with its parameters: its layers that read ``x`` and ``h`` (in groups), and
-    its ``Param`` values."""
+    """A cell's step with its parameters: its layers (in groups) and its ``Param`` values."""
 
     cell: RNNCellBase
     x_groups: list

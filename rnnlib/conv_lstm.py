@@ -16,9 +16,8 @@ from rnnlib.module import describe
 class ConvLSTMCell(RNNCellBase):
     r"""A convolutional LSTM cell; its carry is ``(c, h)`` and its output is ``h``.
 
-    One step's input is ``(*batch, *signal, channels)``, with one signal axis per entry of
-    ``kernel_size``; ``c`` and ``h`` are ``(*batch, *signal, features)``. With :math:`*` a
-    convolution,
+    One step's input is ``(*batch, *signal, channels)``, one signal axis per ``kernel_size``
+    entry; ``c`` and ``h`` are ``(*batch, *signal, features)``. With :math:`*` a convolution,
 
     .. math::
 

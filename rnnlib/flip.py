@@ -7,8 +7,7 @@ import numpy as np
 
 
 def flip_sequences(inputs, seq_lengths, num_batch_dims: int, time_major: bool):
-    """Reverses the first ``seq_lengths[b]`` steps of every sequence ``b``; an array shaped like
-    ``inputs``.
+    """``inputs`` with the first ``seq_lengths[b]`` steps of every sequence ``b`` reversed.
 
     A plain ``jnp.flip`` of a padded batch would move the padding to the front, so a backward RNN
     would read padding before the real data. Here the valid steps are reversed in place and the

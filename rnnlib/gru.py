@@ -92,8 +92,7 @@ class MGUCell(RNNCellBase):
         activation_fn: squashing function of ``n`` (default ``tanh``).
         kernel_init: initializer of ``if`` and ``in``, ``(channels, features)``.
         recurrent_kernel_init: initializer of ``hf`` and ``hn``, ``(features, features)``.
-        forget_bias_init: initializer of ``b_if`` (default ones, so the cell starts out keeping most
-            of its state).
+        forget_bias_init: initializer of ``b_if`` (ones: the cell starts keeping most of ``h``).
         activation_bias_init: initializer of ``b_in`` and ``b_hn`` (default zeros).
         dtype: dtype of the computation (default: promoted from inputs and parameters).
         param_dtype: dtype of the parameters and of the initial carry.

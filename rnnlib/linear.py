@@ -36,8 +36,8 @@ class Dense(NamedTuple):
 
 class Conv(NamedTuple):
     """A channels-last convolution that reads ``reads``: ``kernel`` ``(*kernel_size, in_features,
-    features)``, and ``bias`` ``(features,)`` unless ``bias_init`` is None; ``padding`` as
-    ``conv_padding`` returns it. Every axis before ``(*signal, channels)`` is batch."""
+    features)``, and ``bias`` ``(features,)`` unless ``bias_init`` is None; ``padding``: ``'SAME'``,
+    ``'VALID'`` or pairs. Every axis before ``(*signal, channels)`` is batch."""
 
     reads: str
     in_features: int
@@ -63,7 +63,6 @@ class Param(NamedTuple):
 
     shape: tuple[int, ...]
     init: Callable[..., Any]
-    reads: str = ""
 
 
 def create(layers: dict, key, param_dtype, make=None) -> dict:
@@ -96,7 +95,7 @@ class Group(NamedTuple):
 def groups(layers: dict, params: dict, reads: str, join: bool) -> list[Group]:
     """The layers that read ``reads``, as groups: with ``join``, every dense layer in one (kernels
     and biases concatenated, a missing bias as zeros), one matmul for them all."""
-    mine = {n: layer for n, layer in layers.items() if layer.reads == reads}
+    mine = {n: layer for n, layer in layers.items() if getattr(layer, "reads", "") == reads}
     dense = [n for n, layer in mine.items() if isinstance(layer, Dense)] if join else []
     dense = dense if len(dense) > 1 else []
     out = [Group((n,), (la.features,), la, params[n]) for n, la in mine.items() if n not in dense]
@@ -137,9 +136,8 @@ def promote(*arrays, dtype=None):
 
 
 def affine(x, kernel, bias=None, dtype=None):
-    """``x @ kernel + bias`` over the last axis of ``x``, in the promoted dtype. The leading
-    axes are flattened into one for the matmul: XLA:CPU runs a 2-D matmul far faster than the same
-    contraction over several axes."""
+    """``x @ kernel + bias`` over the last axis of ``x``, in the promoted dtype; the leading axes
+    flattened into one (XLA:CPU runs a 2-D matmul far faster than a contraction over several)."""
     x, kernel, bias = promote(x, kernel, bias, dtype=dtype)
     y = x.reshape(math.prod(x.shape[:-1]), x.shape[-1]) @ kernel
     y = y.reshape(x.shape[:-1] + kernel.shape[-1:])

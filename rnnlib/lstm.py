@@ -37,10 +37,8 @@ class LSTMCell(RNNCellBase):
         features: width of ``c``, ``h`` and the output.
         gate_fn: squashing function of ``i``, ``f`` and ``o`` (default ``sigmoid``).
         activation_fn: function applied to ``g`` and to ``c'`` (default ``tanh``).
-        kernel_init: initializer of the input kernels ``ii, if, ig, io``, each
-            ``(channels, features)``.
-        recurrent_kernel_init: initializer of the hidden kernels ``hi, hf, hg, ho``, each
-            ``(features, features)``.
+        kernel_init: initializer of the kernels ``ii, if, ig, io``, ``(channels, features)``.
+        recurrent_kernel_init: initializer of ``hi, hf, hg, ho``, ``(features, features)``.
         bias_init: initializer of the biases, which live on the hidden side, ``(features,)``.
         dtype: dtype of the computation (default: promoted from inputs and parameters).
         param_dtype: dtype of the parameters and of the initial carry.

@@ -47,7 +47,7 @@ class Plan:
 # in a forward pass (benchmarks/README.md, rule 7): (fewest rows per step, features above, up to).
 _SLOW_WHEN_JOINED = {3: ((0, 160, 480),), 4: ((0, 160, 416), (64, 256, 416))}
 
-#: The plain program: in the loop, one matmul per layer, differentiated by JAX's own rules.
+#: The plain program, for comparison. In the loop, one matmul per layer, JAX's own derivatives.
 REFERENCE = Plan(hoist_inputs=False, join_layers=False, kernel_gradients_after_loop=False)
 
 

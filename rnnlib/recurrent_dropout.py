@@ -39,8 +39,9 @@ class RecurrentDropoutCell(RNNCellBase):
     ``rnnlib.StackedRNN`` takes ``deterministic`` and ``rngs={'dropout': key}`` and draws the
     masks itself. In a plain ``RNN``, which takes no ``rngs``, bind them first::
 
-        rnn = RNN(cell.with_masks(*cell.draw_masks(key, step_shape)))  # training
-        rnn = RNN(cell.with_masks())                                   # evaluation: no dropout
+        masks = cell.draw_masks(key, step_shape)  # step_shape: (*batch, *signal, channels)
+        rnn = RNN(cell.with_masks(*masks))        # training
+        rnn = RNN(cell.with_masks())              # evaluation: no dropout
 
     Arguments:
         cell: the wrapped ``RNNCellBase``. Its carry is ``h`` (GRU, MGU, simple cells) or
