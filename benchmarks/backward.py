@@ -1,6 +1,7 @@
 """The LSTM's training step with its kernel gradients taken after the backward loop.
 
-Measured for issue 24; the second program below became rule 6 of ``rnnlib.fast``.
+Measured for issue 24; the second program below became rule 6 of ``rnnlib.fast``, the LSTM's
+own rule, and since issue 40 the generic rule of ``rnnlib.plan.sequence``, for every cell.
 
 JAX differentiates a ``lax.scan`` step by step. Its backward loop adds each step's share
 of every parameter's gradient into a running sum: for an LSTM, ``h.T @ d_gates`` into
@@ -20,9 +21,10 @@ the same equations and fused kernels, differentiated by JAX):
 - ``lax.scan:custom_jvp``: a ``jax.custom_jvp`` whose tangent is a loop that is linear in
   the tangents, reading the forward loop's stored activations, with the kernels' and the
   inputs' tangents entering as one matmul over all steps. JAX transposes it into a
-  backward loop of the same shape, and forward mode keeps working. rnnlib's LSTM runs
-  this program on CPU (``rnnlib.fast.lstm_sequence``); this copy is kept apart so the
-  comparison does not change when rnnlib does.
+  backward loop of the same shape, and forward mode keeps working. rnnlib runs this program
+  on CPU for every cell (``rnnlib.plan.sequence``, its tangent derived from the cell's own
+  ``update`` by ``jax.linearize``); this hand-written copy is kept apart so the comparison
+  does not change when rnnlib does.
 
 ``python -m benchmarks.backward`` times both, the plain scan and flax.linen's two LSTM
 cells in training (``jax.grad``) over the sweep's LSTM grid (``I = H / 2``), with

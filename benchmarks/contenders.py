@@ -31,7 +31,7 @@ NAMES = ("rnnlib", "flax.linen", "flax.nnx", "lax.scan", AGAIN)
 # both linen LSTMs and compares rnnlib's LSTMCell with the faster one. Not run unless asked.
 OPTIMIZED = "flax.linen:OptimizedLSTMCell"
 OPTIMIZED_AGAIN = "flax.linen:OptimizedLSTMCell:again"
-# rnnlib with its input projection forced before the loop or into it (``RNN.hoist_inputs``);
+# rnnlib with its input projection forced before the loop or into it (``Plan.hoist_inputs``);
 # plain "rnnlib" lets the backend decide. Not run unless asked for (``--contenders``).
 RNNLIB_HOISTING = {"rnnlib": None, "rnnlib:hoisted": True, "rnnlib:in-loop": False}
 # The LSTM with its kernel gradients taken after the backward loop, two ways
@@ -87,7 +87,8 @@ def build(name: str, cell_name: str, config: dict, x, linen_variables=None) -> C
     params = linen_variables["params"]
 
     if name in RNNLIB_HOISTING:
-        rnn = rnnlib.RNN(getattr(rnnlib, cell_name)(**kwargs), hoist_inputs=RNNLIB_HOISTING[name])
+        plan = rnnlib.Plan(hoist_inputs=RNNLIB_HOISTING[name])
+        rnn = rnnlib.RNN(getattr(rnnlib, cell_name)(**kwargs), plan=plan)
 
         def apply(p, x):
             return rnn.apply({"params": p}, x)

@@ -446,7 +446,7 @@ def main(argv=None) -> int:
         default=list(NAMES),
         choices=ALL_NAMES,
         help="what to compare (flax.linen is always included: the ratios are against it); "
-        "rnnlib:hoisted and rnnlib:in-loop force RNN(hoist_inputs=True/False)",
+        "rnnlib:hoisted and rnnlib:in-loop force RNN(plan=Plan(hoist_inputs=True/False))",
     )
     args = parser.parse_args(argv)
     settings = chosen_settings(parser, args, QUICK_SETTINGS, FULL_SETTINGS)

@@ -16,6 +16,7 @@ from rnnlib.dropout import Dropout
 from rnnlib.flip import flip_sequences
 from rnnlib.gru import GRUCell, MGUCell
 from rnnlib.lstm import LSTMCell, OptimizedLSTMCell
+from rnnlib.plan import Plan
 from rnnlib.recurrent_dropout import RecurrentDropoutCell
 from rnnlib.rnn import RNN
 from rnnlib.simple import SimpleCell
@@ -32,6 +33,7 @@ __all__ = [
     "SimpleCell",
     "ConvLSTMCell",
     "RNN",
+    "Plan",
     "Bidirectional",
     "StackedRNN",
     "Dropout",

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
-from rnnlib.module import Module, check_params, describe
-from rnnlib.rnn import RNN
+from rnnlib.module import Module, check_params, describe, flax_family
+from rnnlib.rnn import RNN, check_flags
 
 
 def concatenate(forward, backward):
@@ -18,14 +17,12 @@ def concatenate(forward, backward):
     return jnp.concatenate([forward, backward], axis=-1)
 
 
-@dataclasses.dataclass(frozen=True, repr=False)
 class Bidirectional(Module):
     """Runs ``forward_rnn`` left to right and ``backward_rnn`` right to left, then merges.
 
-    The backward direction reads each sequence from its last *valid* step (it is
-    called with ``reverse=True, keep_order=True`` and the same ``seq_lengths``), so
-    its output at step ``t`` summarises steps ``t .. length - 1`` and lines up with
-    the forward output at ``t``. Example::
+    The backward direction reads each sequence from its last *valid* step (it is called with
+    ``reverse=True, keep_order=True`` and the same ``seq_lengths``), so its output at step ``t``
+    summarises steps ``t .. length - 1`` and lines up with the forward output at ``t``. Example::
 
         bi = Bidirectional(RNN(GRUCell(features=8)), RNN(GRUCell(features=8)))
         x = jnp.ones((4, 10, 3))                      # (batch, time, channels)
@@ -34,21 +31,16 @@ class Bidirectional(Module):
         (carry_fwd, carry_bwd), y = bi.apply(variables, x, return_carry=True)
 
     Arguments:
-        forward_rnn: an ``RNN``, or anything with its public calling convention, for the
-            forward pass: ``init(key, inputs, time_major=...) -> {'params': ...}`` and
-            ``apply(variables, inputs, *, initial_carry, init_key, seq_lengths,
-            return_carry, time_major, reverse, keep_order)``. Only these two are called
-            (and ``.cell``, where there is one, to tell whether the directions share it).
-        backward_rnn: the same for the backward pass. When both directions share one cell
-            object (the same ``RNN``, or two ``RNN``s around the same cell), they share its
-            parameters, which then live under ``forward_rnn`` only, as in Flax.
+        forward_rnn: an ``RNN`` (or a module with its ``init`` and ``apply``) for the forward pass.
+        backward_rnn: the same for the backward pass. When both directions share one cell object
+            (the same ``RNN``, or two ``RNN`` modules around one cell), they share its parameters,
+            which then live under ``forward_rnn`` only, as in Flax.
         merge_fn: combines the two output sequences (default: concatenate on the last axis).
         time_major: whether time is the first axis.
         return_carry: also return ``(carry_forward, carry_backward)``.
 
-    The call takes ``initial_carry`` as a ``(forward, backward)`` pair, ``init_key``
-    (split in two, one key per direction) and ``seq_lengths``. ``reverse`` and
-    ``keep_order`` are accepted for signature compatibility with ``RNN`` and ignored.
+    ``apply`` takes ``initial_carry`` as a ``(forward, backward)`` pair, ``init_key`` (one split per
+    direction) and ``seq_lengths``; ``reverse`` and ``keep_order``, as ``RNN``'s, are ignored.
     """
 
     forward_rnn: RNN
@@ -57,25 +49,41 @@ class Bidirectional(Module):
     time_major: bool = False
     return_carry: bool = False
 
+    def __post_init__(self):
+        for name in ("forward_rnn", "backward_rnn"):
+            rnn = getattr(self, name)
+            runs = all(callable(getattr(rnn, m, None)) for m in ("init", "apply"))
+            cell = hasattr(rnn, "initialize_carry")
+            if cell or flax_family(rnn) or not runs:
+                hint = " Wrap each cell in an RNN: Bidirectional(RNN(cell), RNN(cell))." * cell
+                raise TypeError(
+                    f"Bidirectional expects {name} to be an rnnlib.RNN (or a module with its init "
+                    f"and apply); got {'the cell ' * cell}{describe(rnn)}.{hint}"
+                )
+        if not callable(self.merge_fn):
+            raise TypeError(
+                "Bidirectional expects merge_fn to be a function of the two output sequences, "
+                f"such as rnnlib.bidirectional.concatenate; got {self.merge_fn!r}."
+            )
+        check_flags("Bidirectional", self, flags=("time_major", "return_carry"))
+
     @property
     def shares_parameters(self) -> bool:
         """Whether both directions use one cell object, and so one set of parameters."""
-        if self.forward_rnn is self.backward_rnn:
-            return True
         cell = getattr(self.forward_rnn, "cell", None)
-        return cell is not None and cell is getattr(self.backward_rnn, "cell", None)
-
-    def _directions(self, params):
-        backward = "forward_rnn" if self.shares_parameters else "backward_rnn"
-        return params["forward_rnn"], params[backward]
+        shared = cell is not None and cell is getattr(self.backward_rnn, "cell", None)
+        return self.forward_rnn is self.backward_rnn or shared
 
     def _init(self, key, inputs, *, time_major=None, **unused):
         time_major = self.time_major if time_major is None else time_major
-        key_forward, key_backward = jax.random.split(key)
-        params = {"forward_rnn": _params(self.forward_rnn, key_forward, inputs, time_major)}
-        if not self.shares_parameters:
-            params["backward_rnn"] = _params(self.backward_rnn, key_backward, inputs, time_major)
-        return params
+        if isinstance(inputs, jax.ShapeDtypeStruct):  # StackedRNN initialises from shapes
+            inputs = jnp.zeros(inputs.shape, inputs.dtype)
+        keys = dict(zip(("forward_rnn", "backward_rnn"), jax.random.split(key)))
+        names = ("forward_rnn",) if self.shares_parameters else tuple(keys)
+        return {
+            n: getattr(self, n).init(keys[n], inputs, time_major=time_major)["params"]
+            for n in names
+        }
 
     def _call(
         self,
@@ -85,66 +93,34 @@ class Bidirectional(Module):
         initial_carry=None,
         init_key=None,
         seq_lengths=None,
-        return_carry: bool | None = None,
-        time_major: bool | None = None,
-        reverse: bool | None = None,
-        keep_order: bool | None = None,
+        return_carry=None,
+        time_major=None,
+        reverse=None,
+        keep_order=None,
     ):
         return_carry = self.return_carry if return_carry is None else return_carry
         time_major = self.time_major if time_major is None else time_major
-        expected = (
-            {"forward_rnn": {}}
-            if self.shares_parameters
-            else {
-                "forward_rnn": {},
-                "backward_rnn": {},
-            }
-        )
-        check_params(self, params, expected)
-        key_forward = key_backward = None
-        if init_key is not None:
-            key_forward, key_backward = jax.random.split(init_key)
-        carry_forward = carry_backward = None
-        if initial_carry is not None:
-            if not isinstance(initial_carry, (tuple, list)) or len(initial_carry) != 2:
-                raise ValueError(
-                    f"{describe(self)} expects initial_carry as a (forward, backward) pair of "
-                    f"carries; got {type(initial_carry).__name__} of length "
-                    f"{len(initial_carry) if hasattr(initial_carry, '__len__') else 'n/a'}."
-                )
-            carry_forward, carry_backward = initial_carry
-
-        params_forward, params_backward = self._directions(params)
-        shared = dict(seq_lengths=seq_lengths, return_carry=True, time_major=time_major)
-        carry_forward, outputs_forward = self.forward_rnn.apply(
-            {"params": params_forward},
-            inputs,
-            initial_carry=carry_forward,
-            init_key=key_forward,
-            reverse=False,
-            **shared,
-        )
-        carry_backward, outputs_backward = self.backward_rnn.apply(
-            {"params": params_backward},
-            inputs,
-            initial_carry=carry_backward,
-            init_key=key_backward,
-            reverse=True,
-            keep_order=True,
-            **shared,
-        )
-        outputs = jax.tree_util.tree_map(self.merge_fn, outputs_forward, outputs_backward)
-        carry = (carry_forward, carry_backward)
-        return (carry, outputs) if return_carry else outputs
-
-
-def _params(rnn, key, inputs, time_major):
-    """The parameters ``rnn.init`` creates (its ``'params'`` collection).
-
-    ``StackedRNN`` initialises its layers from their inputs' shapes alone
-    (``jax.ShapeDtypeStruct``); ``init`` is public API and takes arrays, so it gets zeros
-    of that shape (the parameters do not depend on the input's values).
-    """
-    if isinstance(inputs, jax.ShapeDtypeStruct):
-        inputs = jnp.zeros(inputs.shape, inputs.dtype)
-    return rnn.init(key, inputs, time_major=time_major)["params"]
+        backward = "forward_rnn" if self.shares_parameters else "backward_rnn"
+        check_params(self, params, {"forward_rnn": {}, backward: {}})
+        keys = (None, None) if init_key is None else jax.random.split(init_key)
+        carries = (None, None) if initial_carry is None else initial_carry
+        if not isinstance(carries, (tuple, list)) or len(carries) != 2:
+            raise ValueError(
+                f"{describe(self)} expects initial_carry as a (forward, backward) pair of "
+                f"carries; got {type(carries).__name__}"
+                + (f" of length {len(carries)}." if hasattr(carries, "__len__") else ".")
+            )
+        calls = [  # the backward direction reversed, its outputs flipped back to the input's order
+            dict(initial_carry=c, init_key=k, reverse=r, keep_order=r, seq_lengths=seq_lengths)
+            for c, k, r in zip(carries, keys, (False, True))
+        ]
+        (carry_forward, forward), (carry_backward, backward) = [
+            rnn.apply(
+                {"params": params[name]}, inputs, return_carry=True, time_major=time_major, **kw
+            )
+            for rnn, name, kw in zip(
+                (self.forward_rnn, self.backward_rnn), ("forward_rnn", backward), calls
+            )
+        ]
+        outputs = jax.tree_util.tree_map(self.merge_fn, forward, backward)
+        return ((carry_forward, carry_backward), outputs) if return_carry else outputs

@@ -1,39 +1,14 @@
-"""``RNNCellBase``: what every recurrent cell provides, and the checks they share.
+"""``RNNCellBase``: what a recurrent cell writes, and what rnnlib derives from it.
 
-A cell is one step of a recurrence, ``(carry, x) -> (carry, y)``. After FLIP 3099
-a cell carries its own metadata: ``initialize_carry(rng, input_shape)`` builds the
-carry from the shape of one step's input, and ``num_feature_axes`` says how many
-trailing axes of that input the cell owns, ``(*signal, channels)`` (1 for dense
-cells; ``len(signal) + 1`` for a ConvLSTM over a ``signal`` of spatial dims). ``RNN`` needs nothing more to
-find the time axis of any input.
-
-The contract: what a cell writes, and what ``RNN`` calls. Four methods are required:
-
-- ``num_feature_axes``: a property, how many trailing axes of one step's input the
-  cell owns;
-- ``initialize_carry(rng, input_shape)``: the carry for one step's input of that shape;
-- ``create_params(key, input_shape)``: the parameter dict, laid out as in flax.linen;
-- ``step(weights, carry, projected) -> (carry, y)``: one step of the recurrence.
-
-Three are optional, with defaults that suit a cell whose step does everything:
-
-- ``param_shapes(input_shape)``: the shapes ``create_params`` makes, with
-  ``jax.ShapeDtypeStruct`` leaves (default: traced from ``create_params``);
-- ``prepare(params, input_shape) -> weights``: the parameters rearranged once per call,
-  outside the loop, for steps of ``input_shape`` (default: ``params`` as they are). The
-  built-in gated cells return ``Sides(input=..., hidden=...)``, the layers that read
-  ``x`` and those that read ``h``, each fused in the form ``rnnlib.fast`` chooses;
-- ``project_inputs(weights, inputs) -> projected``: the part of a step that ignores the
-  carry (default: ``inputs`` as they are). ``RNN`` applies it either inside the loop, to
-  one step, or before the loop, to every step at once (``RNN.hoist_inputs``), so it must
-  accept any number of leading axes and return one type either way: an array, or a
-  pytree of arrays that each carry those leading axes (the gated cells return
-  ``rnnlib.fast.Gates``). ``step`` receives one step's ``projected``.
-
-``RNN`` calls ``weights = prepare(params, step_shape)`` once, then ``step`` at every time
-step on ``project_inputs(weights, x)``; a cell's own ``apply`` does the same for one
-step. Nothing else is called: the rest of the class (``check_*``, ``feature_layout``)
-is shared checking that a cell inherits.
+A cell is one step of a recurrence, ``(carry, x) -> (carry, y)``. It writes
+``initialize_carry(rng, input_shape)`` (by default one array, ``(*batch, features)``);
+``layers(input_shape)``, its layers by name, each a ``Dense`` or ``Conv`` reading ``"x"`` (the
+step's input) or ``"h"`` (``hidden(carry)``), or a ``Param``; and ``update(carry, a)``, the rest
+of the step, ``a[name]`` being layer ``name``'s output. ``num_feature_axes`` defaults to 1 (a
+ConvLSTM owns ``(*signal, channels)``), ``hidden(carry)`` to the carry or its last item (it must
+pick or mask), and fields ``features``, ``carry_init``, ``dtype`` and ``param_dtype`` are read
+where a cell has them. The rest is derived, so ``RNN`` can move a cell's matmuls without knowing
+the cell.
 """
 
 from __future__ import annotations
@@ -42,129 +17,109 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
+from rnnlib import linear
 from rnnlib.module import Module, check_params, describe
-
-Carry = Any
-
-
-class Sides(NamedTuple):
-    """What a gated cell holds per side: for the layers that read the step's input
-    ``x`` (``input``) and for those that read the carried ``h`` (``hidden``)."""
-
-    input: Any
-    hidden: Any
 
 
 class RNNCellBase(Module):
-    """Base class of recurrent cells: ``cell.apply(variables, carry, x) -> (carry, y)``.
+    """Base class of recurrent cells: ``init(key, carry, x)`` creates the parameters for inputs
+    shaped like ``x``, ``apply(variables, carry, x) -> (carry, y)`` runs one step; both raise a
+    ``ValueError`` naming expected and received shapes. A subclass's annotated attributes are
+    its fields, as in Flax; it needs no decorator."""
 
-    ``init(key, carry, x)`` creates the parameters for inputs shaped like ``x``;
-    ``apply(variables, carry, x)`` runs one step. Both check their arguments and
-    raise a ``ValueError`` naming the expected and received shapes.
-    """
+    def __post_init__(self):
+        n = getattr(self, "features", 1)
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise ValueError(f"{type(self).__name__} needs features >= 1 (an int); got {n!r}.")
+        for name in ("dtype", "param_dtype"):
+            dtype = getattr(self, name, None)
+            if dtype is not None and not _inexact(dtype):
+                raise TypeError(
+                    f"{type(self).__name__} needs {name} to be a floating or complex dtype, such "
+                    f"as jnp.float32 or jnp.bfloat16 (or None to promote from the inputs); got "
+                    f"{name}={dtype!r}. Integer parameters would truncate the kernels."
+                )
 
-    def initialize_carry(self, rng, input_shape: Sequence[int]) -> Carry:
-        """The initial carry for one step's input of shape ``input_shape``."""
-        raise NotImplementedError(_missing(self, "initialize_carry"))
+    def initialize_carry(self, rng, input_shape: Sequence[int]) -> Any:
+        """The initial carry for one step's input of shape ``input_shape``: by default ``h``,
+        ``(*batch, features)``, from the cell's ``carry_init`` (zeros) with ``rng`` whole."""
+        if not hasattr(self, "features"):
+            raise NotImplementedError(_missing(self, "initialize_carry"))
+        init = getattr(self, "carry_init", jax.nn.initializers.zeros)
+        return init(rng, tuple(input_shape[:-1]) + (self.features,), self._param_dtype)
+
+    def layers(self, input_shape: Sequence[int]) -> dict:
+        """The layers by name (``Dense``, ``Conv``, ``Param``) for steps of ``input_shape``."""
+        raise NotImplementedError(_missing(self, "layers"))
+
+    def update(self, carry, a: dict) -> tuple:
+        """The step from the layers' outputs ``a`` (by name) to ``(new_carry, y)``."""
+        raise NotImplementedError(_missing(self, "update"))
 
     @property
     def num_feature_axes(self) -> int:
-        """The number of trailing axes of one step's input that the cell owns, ``(*signal, channels)``."""
-        raise NotImplementedError(_missing(self, "num_feature_axes"))
+        """How many trailing axes of one step's input the cell owns, ``(*signal, channels)``."""
+        return 1
+
+    def hidden(self, carry):
+        """What the layers reading ``"h"`` read: the carry, or its last item."""
+        return carry[-1] if isinstance(carry, (tuple, list)) else carry
+
+    @property
+    def _param_dtype(self):
+        return getattr(self, "param_dtype", jnp.float32)
 
     def create_params(self, key, input_shape: Sequence[int]) -> dict:
-        """The parameter dict for one step's input of shape ``input_shape``."""
-        raise NotImplementedError(_missing(self, "create_params"))
+        """The parameter dict for one step's input of shape ``input_shape``, from ``layers``."""
+        return linear.create(self.layers(tuple(input_shape)), key, self._param_dtype)
 
     def param_shapes(self, input_shape: Sequence[int]) -> dict:
-        """The tree ``create_params(key, input_shape)`` returns, with ``jax.ShapeDtypeStruct``
-        leaves; ``RNN`` checks the variables it is given against it on every trace.
+        """The tree ``create_params`` returns, with ``jax.ShapeDtypeStruct`` leaves (none drawn)."""
+        shape_only = lambda _, key, shape, dtype: jax.ShapeDtypeStruct(shape, dtype)  # noqa: E731
+        layers = self.layers(tuple(input_shape))
+        return linear.create(layers, jax.random.key(0), self._param_dtype, shape_only)
 
-        This default traces ``create_params``. The built-in cells write their shapes out
-        instead: tracing their initializers (the orthogonal one runs a QR decomposition)
-        took about 50 ms, a twentieth of the first call of a small training step. A
-        subclass whose body defines ``create_params`` but not ``param_shapes`` gets this
-        traced default back, so shapes written for its parent's parameters never stand
-        for its own.
-        """
-        return jax.eval_shape(lambda: self.create_params(jax.random.key(0), tuple(input_shape)))
+    def bind(self, params: dict, input_shape: Sequence[int], join: bool = False) -> Bound:
+        """The step with ``params`` for inputs of ``input_shape``; with ``join``, the dense
+        layers that read the same input run as one matmul (``rnnlib.linear.groups``)."""
+        layers = self.layers(tuple(input_shape))
+        constants = {n: params[n] for n, la in layers.items() if isinstance(la, linear.Param)}
+        groups = (linear.groups(layers, params, reads, join) for reads in ("x", "h"))
+        return Bound(self, *groups, constants)
 
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        if "create_params" in vars(cls) and "param_shapes" not in vars(cls):
-            cls.param_shapes = RNNCellBase.param_shapes
-
-    def prepare(self, params: dict, input_shape: Sequence[int]) -> Any:
-        """``params`` rearranged for steps whose input is shaped ``input_shape``; ``RNN``
-        calls it once per call, outside the loop (default: ``params`` as they are)."""
-        return params
-
-    def project_inputs(self, weights, inputs):
-        """The carry-independent part of a step, applied to any leading axes at once
-        (default: ``inputs`` as they are)."""
-        return inputs
-
-    def step(self, weights, carry: Carry, projected) -> tuple[Carry, Any]:
-        """One recurrence step on a projected input; returns ``(new_carry, output)``."""
-        raise NotImplementedError(_missing(self, "step"))
-
-    # -- shape checks shared by cells and RNN -------------------------------------------
-
-    def check_input_shape(
-        self, input_shape: Sequence[int], layout: str = "(*batch, *signal, channels)"
-    ):
-        """Raises if ``input_shape`` has fewer axes than this cell's feature axes."""
-        input_shape = tuple(input_shape)
-        if len(input_shape) < self.num_feature_axes:
+    def check_input_shape(self, shape: Sequence[int], layout="(*batch, *signal, channels)"):
+        """Raises if ``shape`` has fewer axes than this cell's feature axes."""
+        if len(shape) < self.num_feature_axes:
             raise ValueError(
                 f"{describe(self)} expects inputs shaped {self.feature_layout(layout)} "
-                f"({self.num_feature_axes} feature axes); got shape {input_shape}, which has "
-                f"only {len(input_shape)} axes."
+                f"({self.num_feature_axes} feature axes); got shape {tuple(shape)}, which has "
+                f"only {len(shape)} axes."
             )
 
     def feature_layout(self, layout: str = "(*batch, *signal, channels)") -> str:
-        """``layout`` with this cell's feature axes, ``*signal, channels``, spelled out:
-        ``channels`` for a dense cell, ``height, width, channels`` for a 2-D ConvLSTM."""
-        names = {
-            1: "channels",
-            2: "length, channels",
-            3: "height, width, channels",
-            4: "depth, height, width, channels",
-        }
-        return layout.replace(
-            "*signal, channels", names.get(self.num_feature_axes, "*signal, channels")
-        )
+        """``layout`` with the feature axes spelled out (``height, width, channels`` in 2-D)."""
+        signal = ("", "length, ", "height, width, ", "depth, height, width, ")
+        n = self.num_feature_axes
+        return layout.replace("*signal, ", signal[n - 1] if n <= len(signal) else "*signal, ")
 
     def check_variables(self, params: dict, input_shape: Sequence[int], path: str = "params"):
-        """Raises if ``params`` does not hold every parameter, at the right shape, that
-        this cell needs for inputs of ``input_shape``."""
+        """Raises unless ``params`` holds every parameter of this cell, at its shape."""
         check_params(self, params, self.param_shapes(tuple(input_shape)), path)
 
-    def check_carry(self, carry: Carry, input_shape: Sequence[int], what: str = "carry"):
+    def check_carry(self, carry, input_shape: Sequence[int], what: str = "carry"):
         """Raises if ``carry`` differs in structure or shapes from ``initialize_carry``'s."""
-        expected = jax.eval_shape(
-            lambda: self.initialize_carry(jax.random.key(0), tuple(input_shape))
-        )
-        want_leaves, want_tree = jax.tree_util.tree_flatten(expected)
-        got_leaves, got_tree = jax.tree_util.tree_flatten(carry)
-        want_shapes = jax.tree_util.tree_unflatten(want_tree, [x.shape for x in want_leaves])
-        if got_tree != want_tree:
+        shape = tuple(input_shape)
+        want = jax.eval_shape(lambda: self.initialize_carry(jax.random.key(0), shape))
+        same = jax.tree_util.tree_structure(carry) == jax.tree_util.tree_structure(want)
+        got, want = (jax.tree_util.tree_map(lambda x: tuple(np.shape(x)), t) for t in (carry, want))
+        if not same or got != want:
             raise ValueError(
-                f"{describe(self)} expects the {what} to be structured like "
-                f"initialize_carry(rng, {tuple(input_shape)}), i.e. shapes {want_shapes}; "
-                f"got a {what} structured as {got_tree}."
+                f"{describe(self)} expects the {what} for inputs of shape {shape} to have shapes "
+                f"{want} (as initialize_carry gives); got {got}."
             )
-        got_shapes = [tuple(np.shape(x)) for x in got_leaves]
-        if got_shapes != [tuple(x.shape) for x in want_leaves]:
-            raise ValueError(
-                f"{describe(self)} expects the {what} for inputs of shape {tuple(input_shape)} to "
-                f"have shapes {want_shapes} (as initialize_carry gives); got "
-                f"{jax.tree_util.tree_unflatten(got_tree, got_shapes)}."
-            )
-
-    # -- Module hooks ---------------------------------------------------------------------
 
     def _init(self, key, carry, inputs):
         self.check_input_shape(np.shape(inputs))
@@ -175,30 +130,53 @@ class RNNCellBase(Module):
         self.check_input_shape(shape)
         self.check_variables(params, shape)
         self.check_carry(carry, shape)
-        weights = self.prepare(params, shape)
         with jax.named_scope(type(self).__name__):
-            return self.step(weights, carry, self.project_inputs(weights, inputs))
+            return self.bind(params, shape)(carry, inputs)
 
 
-# What each hook every cell must write does, for the error raised when one is missing.
-_REQUIRED = {
-    "num_feature_axes": "a property giving how many trailing axes of one step's input it "
-    "owns, (*signal, channels): 1 for a dense cell, len(signal) + 1 for a convolutional one",
-    "initialize_carry": "initialize_carry(rng, input_shape) returns the carry for one step's "
-    "input of that shape, each leaf starting with the batch dims input_shape[:-num_feature_axes]",
-    "create_params": "create_params(key, input_shape) returns the parameter dict, laid out as "
-    "in flax.linen",
-    "step": "step(weights, carry, projected) runs one step and returns (new_carry, y)",
+class Bound(NamedTuple):
+    """A cell's step with its parameters: its layers (in groups) and its ``Param`` values."""
+
+    cell: RNNCellBase
+    x_groups: list
+    h_groups: list
+    constants: dict
+
+    def inputs(self, x, bias: bool = True):
+        """The outputs of the layers that read ``x`` (of any leading axes), one per group."""
+        return linear.run(self.x_groups, x, getattr(self.cell, "dtype", None), bias)
+
+    def step(self, carry, x_outs):
+        """One step from the outputs of the layers that read ``x``: ``(new_carry, y)``."""
+        dtype = getattr(self.cell, "dtype", None)
+        h_outs = linear.run(self.h_groups, self.cell.hidden(carry), dtype)
+        return self.cell.update(carry, self.named(x_outs, h_outs))
+
+    def named(self, x_outs, h_outs, constants=None) -> dict:
+        """``update``'s ``a``: every layer's output by name."""
+        a = {**linear.by_name(self.x_groups, x_outs), **linear.by_name(self.h_groups, h_outs)}
+        return {**a, **(self.constants if constants is None else constants)}
+
+    def __call__(self, carry, x):
+        return self.step(carry, self.inputs(x))
+
+
+def _inexact(dtype) -> bool:
+    try:
+        return jnp.issubdtype(jnp.dtype(dtype), jnp.inexact)
+    except TypeError:  # not a dtype at all
+        return False
+
+
+_REQUIRED = {  # what each hook a cell must write does, for the error when one is missing
+    "initialize_carry": "initialize_carry(rng, input_shape) returns the carry for one step's input "
+    "of that shape, each leaf starting with the batch dims input_shape[:-num_feature_axes]",
+    "layers": "layers(input_shape) returns its layers by name, each an rnnlib.linear.Dense or Conv "
+    "reading 'x' or 'h', or a Param",
+    "update": "update(carry, a) returns (new_carry, y) from a, each layer's output by name",
 }
 
 
 def _missing(cell, hook: str) -> str:
-    return f"{type(cell).__name__} does not define {hook}, which every rnnlib cell must: " + (
-        f"{_REQUIRED[hook]}."
-    )
-
-
-def check_features(cell, features) -> None:
-    """Raises unless ``features`` is a positive int."""
-    if isinstance(features, bool) or not isinstance(features, (int, np.integer)) or features < 1:
-        raise ValueError(f"{type(cell).__name__} needs features >= 1 (an int); got {features!r}.")
+    does = _REQUIRED[hook]
+    return f"{type(cell).__name__} does not define {hook}, which every rnnlib cell must: {does}."

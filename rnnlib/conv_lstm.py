@@ -2,27 +2,22 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
-from rnnlib import fast
-from rnnlib.cell_base import RNNCellBase, check_features
-from rnnlib.linear import conv_padding
+from rnnlib.cell_base import RNNCellBase
+from rnnlib.linear import Conv, conv_padding
 from rnnlib.module import describe
 
 
-@dataclasses.dataclass(frozen=True, repr=False)
 class ConvLSTMCell(RNNCellBase):
     r"""A convolutional LSTM cell; its carry is ``(c, h)`` and its output is ``h``.
 
-    One step's input is shaped ``(*batch, *signal, channels)``, where ``signal`` has
-    one axis per entry of ``kernel_size`` (1-D, 2-D or 3-D). The carry keeps the
-    signal's spatial size: ``c`` and ``h`` are ``(*batch, *signal, features)``. With
-    :math:`*` a convolution,
+    One step's input is ``(*batch, *signal, channels)``, one signal axis per ``kernel_size``
+    entry; ``c`` and ``h`` are ``(*batch, *signal, features)``. With :math:`*` a convolution,
 
     .. math::
 
@@ -43,17 +38,17 @@ class ConvLSTMCell(RNNCellBase):
     Arguments:
         features: channels of ``c``, ``h`` and the output.
         kernel_size: the convolution window, one int per spatial dim (an int means 1-D).
-        strides: one int per spatial dim (default 1). Anything that shrinks the signal
-            is rejected, because ``h`` is convolved again at the next step.
-        padding: ``'SAME'`` (default), ``'VALID'``, ``'CIRCULAR'``, ``'REFLECT'``,
-            ``'CAUSAL'`` (1-D), an int, or one ``(low, high)`` pair per spatial dim.
+        strides: one int per spatial dim (default 1). Anything that shrinks the signal is rejected,
+            because ``h`` is convolved again at the next step.
+        padding: ``'SAME'`` (default), ``'VALID'``, ``'CIRCULAR'``, ``'REFLECT'``, ``'CAUSAL'``
+            (1-D), an int, or one ``(low, high)`` pair per spatial dim.
         use_bias: whether the two convolutions have biases ``(4 * features,)``.
         dtype: dtype of the computation (default: promoted from inputs and parameters).
         param_dtype: dtype of the parameters and of the initial carry.
         carry_init: initializer of ``c`` and ``h``.
 
-    Parameters: ``ih/kernel`` ``(*kernel_size, channels, 4 * features)`` and
-    ``hh/kernel`` ``(*kernel_size, features, 4 * features)``, plus their biases.
+    Parameters: ``ih/kernel`` ``(*kernel_size, channels, 4 * features)`` and ``hh/kernel``
+    ``(*kernel_size, features, 4 * features)``, plus their biases.
     """
 
     features: int
@@ -66,20 +61,18 @@ class ConvLSTMCell(RNNCellBase):
     carry_init: Callable[..., Any] = jax.nn.initializers.zeros
 
     def __post_init__(self):
-        check_features(self, self.features)
-        kernel_size = (self.kernel_size,) if isinstance(self.kernel_size, int) else self.kernel_size
-        kernel_size = tuple(kernel_size)
+        super().__post_init__()
+        kernel_size = self.kernel_size
+        kernel_size = (kernel_size,) if isinstance(kernel_size, int) else tuple(kernel_size)
         if not kernel_size or any(not isinstance(k, int) or k < 1 for k in kernel_size):
             raise ValueError(
                 "ConvLSTMCell needs kernel_size with one positive int per spatial dim, such as "
                 f"(3, 3) for images; got {self.kernel_size!r}."
             )
         object.__setattr__(self, "kernel_size", kernel_size)
-        rank = len(kernel_size)
-        if self.strides is not None:
-            strides = (
-                (self.strides,) * rank if isinstance(self.strides, int) else tuple(self.strides)
-            )
+        rank, strides = len(kernel_size), self.strides
+        if strides is not None:
+            strides = (strides,) * rank if isinstance(strides, int) else tuple(strides)
             if len(strides) != rank:
                 raise ValueError(
                     f"ConvLSTMCell with kernel_size={kernel_size} needs {rank} strides; "
@@ -95,88 +88,32 @@ class ConvLSTMCell(RNNCellBase):
     def initialize_carry(self, rng, input_shape):
         """``(c, h)``, each ``(*batch, *signal, features)`` for
         ``input_shape = (*batch, *signal, channels)``. ``rng`` is split in two."""
-        input_shape = tuple(input_shape)
         self.check_input_shape(input_shape)
-        signal = input_shape[-self.num_feature_axes : -1]
-        self._check_keeps_size(signal)
-        shape = input_shape[: -self.num_feature_axes] + signal + (self.features,)
-        key_c, key_h = jax.random.split(rng)
-        return (
-            self.carry_init(key_c, shape, self.param_dtype),
-            self.carry_init(key_h, shape, self.param_dtype),
-        )
+        signal = tuple(input_shape[-self.num_feature_axes : -1])
+        hh, x = self.layers(signal + (self.features,))["hh"], jnp.zeros((1, *signal, self.features))
+        out = jax.eval_shape(lambda: hh({"kernel": jnp.zeros(hh.kernel_shape())}, x)).shape[1:-1]
+        if out != signal:
+            raise ValueError(
+                f"{describe(self)} maps a signal of size {signal} to {out}, but a ConvLSTM's carry "
+                "must keep the input's spatial size: h is convolved with the same window at the "
+                "next step and added to c. Use strides of 1 and padding='SAME' (or (low, high) "
+                "pads with low + high = kernel_size - 1)."
+            )
+        make = super().initialize_carry  # one array, (*batch, *signal, features)
+        return tuple(make(k, input_shape) for k in jax.random.split(rng))
 
-    def create_params(self, key, input_shape):
-        key_ih, key_hh = jax.random.split(key)
-        return {
-            "ih": self._conv_params(key_ih, input_shape[-1]),
-            "hh": self._conv_params(key_hh, self.features),
-        }
-
-    def param_shapes(self, input_shape):
-        return {"ih": self._conv_shapes(input_shape[-1]), "hh": self._conv_shapes(self.features)}
-
-    def _conv_shapes(self, in_channels):
-        """One convolution's parameter shapes: ``kernel`` and, with ``use_bias``, ``bias``."""
-        out, dtype = 4 * self.features, self.param_dtype
-        shapes = {"kernel": jax.ShapeDtypeStruct(self.kernel_size + (in_channels, out), dtype)}
-        if self.use_bias:
-            shapes["bias"] = jax.ShapeDtypeStruct((out,), dtype)
-        return shapes
-
-    def _conv_params(self, key, in_channels):
-        key_kernel, key_bias = jax.random.split(key)
-        shapes = self._conv_shapes(in_channels)
-        kernel = shapes["kernel"]
-        params = {
-            "kernel": jax.nn.initializers.lecun_normal()(key_kernel, kernel.shape, kernel.dtype)
-        }
-        if "bias" in shapes:
-            params["bias"] = jnp.zeros(shapes["bias"].shape, shapes["bias"].dtype)
-        return params
-
-    def _conv(self, layer, x):
+    def layers(self, input_shape):
         rank = len(self.kernel_size)
-        return fast.conv(
-            x,
-            layer["kernel"],
-            layer.get("bias"),
-            self.strides or (1,) * rank,
-            conv_padding(self.padding, rank),
-            num_batch_dims=x.ndim - self.num_feature_axes,
-            dtype=self.dtype,
-        )
+        bias = jax.nn.initializers.zeros if self.use_bias else None
+        padding = conv_padding(self.padding, rank)
+        strides, init = self.strides or (1,) * rank, jax.nn.initializers.lecun_normal()
+        n, k = 4 * self.features, self.kernel_size
+        conv = Conv("x", input_shape[-1], n, k, strides, padding, init, bias)
+        return {"ih": conv, "hh": conv._replace(reads="h", in_features=self.features)}
 
-    def project_inputs(self, params, inputs):
-        return self._conv(params["ih"], inputs)
-
-    def step(self, params, carry, projected):
-        c, h = carry
-        gates = projected + self._conv(params["hh"], h)
-        i, g, f, o = jnp.split(gates, 4, axis=-1)
+    def update(self, carry, a):
+        c, _ = carry
+        i, g, f, o = jnp.split(a["ih"] + a["hh"], 4, axis=-1)
         c = jax.nn.sigmoid(f + 1) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
         h = jax.nn.sigmoid(o) * jnp.tanh(c)
         return (c, h), h
-
-    def _check_keeps_size(self, signal):
-        out = tuple(self._output_size(n, i) for i, n in enumerate(signal))
-        if out != tuple(signal):
-            raise ValueError(
-                f"{describe(self)} maps a signal of size {tuple(signal)} to {out}, but a "
-                "ConvLSTM's carry must keep the input's spatial size: h is convolved with the "
-                "same window at the next step and added to c. Use strides of 1 and "
-                "padding='SAME' (or (low, high) pads with low + high = kernel_size - 1)."
-            )
-
-    def _output_size(self, n, axis):
-        k = self.kernel_size[axis]
-        s = (self.strides or (1,) * len(self.kernel_size))[axis]
-        padding = conv_padding(self.padding, len(self.kernel_size))
-        if padding == "SAME":
-            return -(-n // s)
-        if padding == "VALID":
-            return max(0, (n - k) // s + 1)
-        if isinstance(padding, str):  # CIRCULAR, REFLECT and CAUSAL pad k - 1 in total
-            return (n - 1) // s + 1
-        low, high = padding[axis]
-        return max(0, (n + low + high - k) // s + 1)

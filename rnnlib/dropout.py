@@ -20,7 +20,6 @@ same model written in flax.linen draws from the same ``rngs``.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 from collections.abc import Mapping
 from typing import Any
@@ -129,7 +128,6 @@ def variables_of(owner: Any, variables: Any) -> dict:
     return variables.get("params", {})
 
 
-@dataclasses.dataclass(frozen=True, repr=False)
 class Dropout(Module):
     """Zeroes each value with probability ``rate`` and scales the rest by ``1 / (1 - rate)``.
 

@@ -7,12 +7,11 @@ import numpy as np
 
 
 def flip_sequences(inputs, seq_lengths, num_batch_dims: int, time_major: bool):
-    """Reverses the first ``seq_lengths[b]`` steps of every sequence ``b``.
+    """``inputs`` with the first ``seq_lengths[b]`` steps of every sequence ``b`` reversed.
 
-    A plain ``jnp.flip`` of a padded batch would move the padding to the front, so
-    a backward RNN would read padding before the real data. Here the valid steps
-    are reversed in place and the padding block stays at the end (itself reversed,
-    which no correct computation looks at)::
+    A plain ``jnp.flip`` of a padded batch would move the padding to the front, so a backward RNN
+    would read padding before the real data. Here the valid steps are reversed in place and the
+    padding block stays at the end (itself reversed, which no correct computation looks at)::
 
         inputs       [[1, 2, 3, 0, 0],        seq_lengths [3, 5]
                       [1, 2, 3, 4, 5]]
@@ -22,13 +21,10 @@ def flip_sequences(inputs, seq_lengths, num_batch_dims: int, time_major: bool):
     Arguments:
         inputs: ``(*batch, time, *signal, channels)``, or ``(time, *batch, *signal, channels)`` when
             ``time_major``.
-        seq_lengths: ints shaped ``(*batch)``, each in ``[0, time]``; ``None`` flips
-            every sequence whole.
+        seq_lengths: ints shaped ``(*batch)``, each in ``[0, time]``; ``None`` flips every sequence
+            whole.
         num_batch_dims: ``len(batch)``.
         time_major: whether time is the first axis.
-
-    Returns:
-        An array shaped like ``inputs``.
     """
     time_axis = 0 if time_major else num_batch_dims
     if inputs.ndim <= time_axis:
@@ -47,13 +43,10 @@ def flip_sequences(inputs, seq_lengths, num_batch_dims: int, time_major: bool):
     steps = inputs.shape[time_axis]
     if steps == 0:
         return inputs
-    t = jnp.arange(steps)
     lengths = jnp.expand_dims(jnp.asarray(seq_lengths), time_axis)
-    t = t.reshape(
-        (steps,) + (1,) * num_batch_dims if time_major else (1,) * num_batch_dims + (steps,)
-    )
-    # Step t reads step L - 1 - t while t < L; the padding steps t >= L read
-    # T - 1 - t + L, which reverses the padding block within itself.
+    batch_axes = tuple(i for i in range(num_batch_dims + 1) if i != time_axis)
+    t = jnp.expand_dims(jnp.arange(steps), batch_axes)
+    # Step t reads L - 1 - t while t < L; padding steps read T - 1 - t + L (reversed in place).
     source = (lengths - 1 - t) % steps
     source = source.reshape(source.shape + (1,) * (inputs.ndim - source.ndim))
     return jnp.take_along_axis(inputs, source, axis=time_axis)

@@ -117,8 +117,9 @@ try:
     from flax import nnx
 except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError(
-        "rnnlib.interop converts to and from flax.nnx, so it needs flax: "
-        "pip install 'rnnlib[flax]' (or pip install flax)."
+        "rnnlib.interop converts to and from flax.nnx, so it needs flax: pip install flax "
+        "(or install rnnlib with its extra: pip install "
+        "'rnnlib[flax] @ git+https://github.com/carry-on-book/carry-on')."
     ) from error
 
 from rnnlib.bidirectional import Bidirectional, concatenate
@@ -162,7 +163,7 @@ def from_nnx(nnx_module) -> tuple[Module, dict]:
 
         cell = flax.nnx.GRUCell(3, 4, rngs=flax.nnx.Rngs(0))
         module, variables = from_nnx(flax.nnx.RNN(cell))
-        y = module.apply(variables, x)      # the same numbers as flax.nnx.RNN(cell)(x)
+        y = module.apply(variables, x)      # flax.nnx.RNN(cell)(x), up to rounding
 
     Arguments:
         nnx_module: an ``nnx.LSTMCell``, ``nnx.OptimizedLSTMCell``, ``nnx.GRUCell`` or
@@ -383,13 +384,17 @@ def to_nnx(module: Module, variables: Mapping[str, Any]):
     (its initializers set to zeros, since nothing they make survives), then every
     parameter is overwritten with the (split, renamed or concatenated) arrays from
     ``variables``. A non-default ``carry_init`` goes to the NNX cell's constructor,
-    because ``nnx.RNN`` only uses the cell's own; flax >= 0.11 warns about that. Since rnnlib's variables are linen's, this also
-    converts flax.linen variables: build the matching rnnlib module and pass them in.
+    because ``nnx.RNN`` only uses the cell's own; flax >= 0.11 warns about that. Since rnnlib's
+    variables are linen's, this also converts flax.linen variables: build the matching rnnlib
+    module and pass them in. The two modules compute the same function with the same
+    parameters, equal up to rounding, not bit for bit: NNX sums a cell's matmuls in its own
+    order (for an ``LSTMCell`` the outputs differed by about 5e-8 in float32; the tests allow
+    ``4 * eps * sqrt(terms) * scale``, the book's rounding rule).
     Example::
 
         module = rnnlib.RNN(rnnlib.LSTMCell(features=4))
         variables = module.init(jax.random.key(0), x)
-        nnx_rnn = to_nnx(module, variables)   # nnx_rnn(x) == module.apply(variables, x)
+        nnx_rnn = to_nnx(module, variables)   # nnx_rnn(x) ~ module.apply(variables, x)
 
     Arguments:
         module: an rnnlib ``LSTMCell``, ``OptimizedLSTMCell``, ``GRUCell`` or

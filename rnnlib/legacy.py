@@ -34,9 +34,6 @@ What is kept from 0.6.11, and what is not:
   no way to know what fits. The step computes as 0.6.11 did and fails where it
   failed, at the sum of the input and hidden projections, with the same
   ``TypeError`` (the message adds one sentence about where the carry came from).
-  For ``ConvLSTMCell`` the shapes in the message are 0.6.11's; the LSTMs add all
-  four gates at once, so their shapes end in ``4 * size`` where 0.6.11 added gate
-  by gate.
 - 0.6.11's crashes are not kept: ``RNN`` accepts ``seq_lengths`` without
   ``return_carry``, takes any number of batch dims with ``seq_lengths``, and a
   sequence of length 0 returns its initial carry (0.6.11 returned the carry after
@@ -204,11 +201,9 @@ class _LegacyCell(Module):
             lambda: self._create_params(cell, jax.random.key(0), carry, shape)
         )
         check_params(self, params, expected)
-        weights = cell.prepare(params, shape)
         with jax.named_scope(type(self).__name__):
-            projected = cell.project_inputs(weights, inputs)
             try:
-                return cell.step(weights, carry, projected)
+                return cell.bind(params, shape)(carry, inputs)
             except TypeError as error:
                 if "incompatible shapes" not in str(error):
                     raise
@@ -257,7 +252,6 @@ def _last_axis(cell: _LegacyCell, array, name: str) -> int:
     return shape[-1]
 
 
-@dataclasses.dataclass(frozen=True, repr=False)
 class LSTMCell(_LegacyCell):
     r"""The Flax 0.6.11 ``LSTMCell``: no ``features``; the width is the carry's.
 
@@ -306,11 +300,10 @@ class LSTMCell(_LegacyCell):
         return _dense_pair_carry("LSTMCell", rng, batch_dims, size, init_fn, stacklevel=2)
 
 
-@dataclasses.dataclass(frozen=True, repr=False)
 class OptimizedLSTMCell(LSTMCell):
     """The Flax 0.6.11 ``OptimizedLSTMCell``: the same fields, parameters and numbers as
-    :class:`LSTMCell` (0.6.11 fused the gate matmuls, as rnnlib's cells do; see
-    ``rnnlib.fast.plan`` for the exceptions).
+    :class:`LSTMCell` (0.6.11 fused the gate matmuls; rnnlib's ``RNN`` does where its
+    ``plan`` says so).
 
     Old API: ``OptimizedLSTMCell()`` and the static
     ``OptimizedLSTMCell.initialize_carry(rng, batch_dims, size)``.
@@ -326,7 +319,6 @@ class OptimizedLSTMCell(LSTMCell):
         return _dense_pair_carry("OptimizedLSTMCell", rng, batch_dims, size, init_fn, stacklevel=2)
 
 
-@dataclasses.dataclass(frozen=True, repr=False)
 class GRUCell(_LegacyCell):
     r"""The Flax 0.6.11 ``GRUCell``: no ``features``; the width is the carry's.
 
@@ -379,7 +371,6 @@ class GRUCell(_LegacyCell):
         return init_fn(rng, batch_dims + (size,))
 
 
-@dataclasses.dataclass(frozen=True, repr=False)
 class ConvLSTMCell(_LegacyCell):
     r"""The Flax 0.6.11 ``ConvLSTMCell``, with its static, shape-blind ``initialize_carry``.
 
@@ -484,7 +475,6 @@ def _carry_maker(cell: _LegacyCell):
 # -- RNN and Bidirectional ------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True, repr=False)
 class RNN(Module):
     """The Flax 0.6.11 ``RNN``: a legacy cell run over time, its carry sized by ``cell_size``.
 
@@ -635,7 +625,6 @@ def _rnn_options(rnn: RNN) -> str:
     return shown
 
 
-@dataclasses.dataclass(frozen=True, repr=False)
 class Bidirectional(rnnlib.Bidirectional):
     """The Flax 0.6.11 ``Bidirectional``: a forward and a backward ``RNN``, merged.
 

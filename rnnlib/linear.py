@@ -1,75 +1,128 @@
-"""The affine maps inside every cell: dense layers and channels-last convolutions.
+"""The layers a cell declares (dense, channels-last convolutions, parameters), and their maps.
 
-Plain value code, differentiated by JAX's own rules; how the cells compute these maps
-fast (fused gates, custom derivative rules on CPU) is ``rnnlib.fast``.
-
-Parameters are created with the names and shapes flax.linen's ``Dense`` and
-``Conv`` use (``{'kernel': (in, out), 'bias': (out,)}`` and
-``{'kernel': (*kernel_size, in, out), 'bias': (out,)}``), and inputs are promoted
-to a common dtype the same way, so given the same parameters the numbers match.
+Each layer says what it reads (``"x"``, the step's input, or ``"h"``, what the cell feeds back)
+and how its parameters are made, under flax.linen's ``Dense`` and ``Conv`` names and shapes;
+inputs are promoted as flax.linen does, so the same parameters give the same numbers.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 
-def orthogonal(scale: float = 1.0):
-    """An orthogonal initializer, like ``jax.nn.initializers.orthogonal``, that also works
-    for bfloat16 and float16 parameters: it draws in float32 and casts, because XLA's QR
-    decomposition has no half-precision kernel on CPU (Flax's linen cells fail there)."""
-    draw = jax.nn.initializers.orthogonal(scale)
+class Dense(NamedTuple):
+    """A dense layer that reads ``reads`` (``"x"`` or ``"h"``): ``kernel`` ``(in_features,
+    features)``, and ``bias`` ``(features,)`` unless ``bias_init`` is None."""
 
-    def init(key, shape, dtype=jnp.float32):
-        if jnp.issubdtype(dtype, jnp.floating) and jnp.finfo(dtype).bits < 32:
-            return draw(key, shape, jnp.float32).astype(dtype)
-        return draw(key, shape, dtype)
-
-    return init
-
-
-def dense_params(key, in_features: int, features: int, kernel_init, bias_init, param_dtype):
-    """``{'kernel': (in_features, features)}``, plus ``'bias': (features,)`` if ``bias_init``."""
-    kernel_key, bias_key = jax.random.split(key)
-    params = {"kernel": kernel_init(kernel_key, (in_features, features), param_dtype)}
-    if bias_init is not None:
-        params["bias"] = bias_init(bias_key, (features,), param_dtype)
-    return params
-
-
-class DenseLayer(NamedTuple):
-    """One dense layer of a cell: its kernel is ``(in_features, features)``; it has a
-    bias ``(features,)`` unless ``bias_init`` is None."""
-
+    reads: str
     in_features: int
     features: int
     kernel_init: Callable[..., Any]
-    bias_init: Callable[..., Any] | None
+    bias_init: Callable[..., Any] | None = None
+
+    def kernel_shape(self):
+        return (self.in_features, self.features)
+
+    def __call__(self, params, v, dtype=None):
+        return affine(v, params["kernel"], params.get("bias"), dtype)
 
 
-def create_dense_layers(key, layers: dict[str, DenseLayer], param_dtype) -> dict:
-    """``{name: dense_params(...)}`` for every layer, each from its own split of ``key``
-    (in the table's order)."""
-    keys = jax.random.split(key, len(layers))
-    return {
-        name: dense_params(k, *layer, param_dtype) for k, (name, layer) in zip(keys, layers.items())
-    }
+class Conv(NamedTuple):
+    """A channels-last convolution that reads ``reads``: ``kernel`` ``(*kernel_size, in_features,
+    features)``, and ``bias`` ``(features,)`` unless ``bias_init`` is None; ``padding``: ``'SAME'``,
+    ``'VALID'`` or pairs. Every axis before ``(*signal, channels)`` is batch."""
+
+    reads: str
+    in_features: int
+    features: int
+    kernel_size: tuple[int, ...]
+    strides: tuple[int, ...]
+    padding: Any
+    kernel_init: Callable[..., Any]
+    bias_init: Callable[..., Any] | None = None
+
+    def kernel_shape(self):
+        return tuple(self.kernel_size) + (self.in_features, self.features)
+
+    def __call__(self, params, v, dtype=None):
+        batch = v.ndim - len(self.kernel_size) - 1
+        return conv(
+            v, params["kernel"], params.get("bias"), self.strides, self.padding, batch, dtype
+        )
 
 
-def dense_layer_shapes(layers: dict[str, DenseLayer], param_dtype) -> dict:
-    """The tree ``create_dense_layers`` makes, with ``jax.ShapeDtypeStruct`` leaves."""
-    shapes = {}
-    for name, layer in layers.items():
-        kernel = (layer.in_features, layer.features)
-        shapes[name] = {"kernel": jax.ShapeDtypeStruct(kernel, param_dtype)}
+class Param(NamedTuple):
+    """A parameter array of ``shape``, made by ``init``, that ``update`` reads as it is."""
+
+    shape: tuple[int, ...]
+    init: Callable[..., Any]
+
+
+def create(layers: dict, key, param_dtype, make=None) -> dict:
+    """The parameters of ``layers``, each from its own split of ``key`` (split again for kernel and
+    bias), each array made by ``make(init, key, shape, dtype)`` (default: by ``init``)."""
+    make = make or (lambda init, key, shape, dtype: init(key, shape, dtype))
+    params = {}
+    for k, (name, layer) in zip(jax.random.split(key, len(layers)), layers.items()):
+        if isinstance(layer, Param):
+            params[name] = make(layer.init, k, tuple(layer.shape), param_dtype)
+            continue
+        k_kernel, k_bias = jax.random.split(k)
+        params[name] = {
+            "kernel": make(layer.kernel_init, k_kernel, layer.kernel_shape(), param_dtype)
+        }
         if layer.bias_init is not None:
-            shapes[name]["bias"] = jax.ShapeDtypeStruct((layer.features,), param_dtype)
-    return shapes
+            params[name]["bias"] = make(layer.bias_init, k_bias, (layer.features,), param_dtype)
+    return params
+
+
+class Group(NamedTuple):
+    """Layers computed as one: ``layer`` with ``params`` gives ``names``' outputs side by side."""
+
+    names: tuple[str, ...]
+    sizes: tuple[int, ...]
+    layer: Any
+    params: dict
+
+
+def groups(layers: dict, params: dict, reads: str, join: bool) -> list[Group]:
+    """The layers that read ``reads``, as groups: with ``join``, every dense layer in one (kernels
+    and biases concatenated, a missing bias as zeros), one matmul for them all."""
+    mine = {n: layer for n, layer in layers.items() if getattr(layer, "reads", "") == reads}
+    dense = [n for n, layer in mine.items() if isinstance(layer, Dense)] if join else []
+    dense = dense if len(dense) > 1 else []
+    out = [Group((n,), (la.features,), la, params[n]) for n, la in mine.items() if n not in dense]
+    if dense:
+        kernels = [params[n]["kernel"] for n in dense]
+        joined = {"kernel": jnp.concatenate(kernels, axis=-1)}
+        if any("bias" in params[n] for n in dense):
+            zeros = [jnp.zeros(k.shape[-1:], k.dtype) for k in kernels]
+            biases = [params[n].get("bias", zero) for n, zero in zip(dense, zeros)]
+            joined["bias"] = jnp.concatenate(biases, axis=-1)
+        sizes = tuple(mine[n].features for n in dense)
+        out.insert(0, Group(tuple(dense), sizes, mine[dense[0]], joined))
+    return out
+
+
+def run(groups: list[Group], v, dtype=None, bias: bool = True) -> list:
+    """Each group applied to ``v`` (any leading axes); ``bias=False``: its derivative in ``v``."""
+    return [g.layer(g.params if bias else {"kernel": g.params["kernel"]}, v, dtype) for g in groups]
+
+
+def by_name(groups: list[Group], outs: list) -> dict:
+    """The groups' outputs cut back into one array per layer name."""
+    named = {}
+    for g, y in zip(groups, outs):
+        cuts = np.cumsum(g.sizes)[:-1].tolist()
+        named.update(zip(g.names, jnp.split(y, cuts, axis=-1) if cuts else [y]))
+    return named
 
 
 def promote(*arrays, dtype=None):
@@ -83,55 +136,39 @@ def promote(*arrays, dtype=None):
 
 
 def affine(x, kernel, bias=None, dtype=None):
-    """``x @ kernel + bias`` over the last axis of ``x``, in the promoted dtype."""
+    """``x @ kernel + bias`` over the last axis of ``x``, in the promoted dtype; the leading axes
+    flattened into one (XLA:CPU runs a 2-D matmul far faster than a contraction over several)."""
     x, kernel, bias = promote(x, kernel, bias, dtype=dtype)
-    y = lax.dot_general(x, kernel, (((x.ndim - 1,), (0,)), ((), ())))
+    y = x.reshape(math.prod(x.shape[:-1]), x.shape[-1]) @ kernel
+    y = y.reshape(x.shape[:-1] + kernel.shape[-1:])
     return y if bias is None else y + bias
 
 
 def conv_padding(padding, rank: int):
-    """Normalises ``padding`` to ``'SAME'``, ``'VALID'``, ``'CIRCULAR'``, ``'CAUSAL'`` or
-    ``rank`` ``(low, high)`` pairs; an int means the same padding on both sides."""
-    if isinstance(padding, str):
-        mode = padding.upper()
-        if mode not in ("SAME", "VALID", "CIRCULAR", "REFLECT", "CAUSAL"):
-            raise ValueError(
-                "padding must be 'SAME', 'VALID', 'CIRCULAR', 'REFLECT', 'CAUSAL', an int, or a "
-                f"sequence of {rank} ints or (low, high) pairs; got {padding!r}."
-            )
-        if mode == "CAUSAL" and rank != 1:
-            raise ValueError(f"padding='CAUSAL' is only defined for 1 spatial dim; got {rank}.")
-        return mode
+    """``padding`` as ``'SAME'``, ``'VALID'``, ``'CIRCULAR'``, ``'REFLECT'``, ``'CAUSAL'`` (1-D)
+    or ``rank`` ``(low, high)`` pairs; an int means the same padding on both sides."""
+    modes = ("SAME", "VALID", "CIRCULAR", "REFLECT") + (("CAUSAL",) if rank == 1 else ())
+    if isinstance(padding, str) and padding.upper() in modes:
+        return padding.upper()
     if isinstance(padding, int):
         return ((padding, padding),) * rank
-    if isinstance(padding, Sequence) and len(padding) == rank:
-        pairs = []
-        for p in padding:
-            if isinstance(p, int):
-                pairs.append((p, p))
-            elif isinstance(p, Sequence) and len(p) == 2:
-                pairs.append((int(p[0]), int(p[1])))
-            else:
-                break
-        if len(pairs) == rank:
+    if isinstance(padding, Sequence) and not isinstance(padding, str) and len(padding) == rank:
+        pairs = [
+            (p, p) if isinstance(p, int) else tuple(p) if isinstance(p, Sequence) else ()
+            for p in padding
+        ]
+        if all(len(p) == 2 and all(isinstance(n, int) for n in p) for p in pairs):
             return tuple(pairs)
     raise ValueError(
-        f"padding must be a string, an int, or a sequence of {rank} ints or (low, high) "
+        f"padding must be one of {modes}, an int, or a sequence of {rank} ints or (low, high) "
         f"pairs (one per spatial dim); got {padding!r}."
     )
 
 
-def conv(x, kernel, bias, strides, padding, num_batch_dims: int, dtype=None, convolve=None):
-    """A channels-last convolution of ``x`` shaped ``(*batch, *signal, channels)``.
-
-    ``convolve(x, kernel, strides, pads)`` computes it once the padding is explicit
-    (default ``lax_conv``; ``rnnlib.fast.conv`` passes one with its own derivative).
-
-    Any number of batch dims (including none) is flattened into one for
-    ``lax.conv_general_dilated`` and restored afterwards.
-    """
-    rank = kernel.ndim - 2
-    batch = x.shape[:num_batch_dims]
+def conv(x, kernel, bias, strides, padding, num_batch_dims: int, dtype=None):
+    """A channels-last convolution of ``x`` shaped ``(*batch, *signal, channels)``; any number
+    of batch dims (none included) is flattened into one for ``lax.conv_general_dilated``."""
+    rank, batch = kernel.ndim - 2, x.shape[:num_batch_dims]
     x = x.reshape((-1,) + x.shape[num_batch_dims:])
     if padding in ("CIRCULAR", "REFLECT"):
         pads = [(0, 0)] + [((k - 1) // 2, k // 2) for k in kernel.shape[:rank]] + [(0, 0)]
@@ -140,25 +177,10 @@ def conv(x, kernel, bias, strides, padding, num_batch_dims: int, dtype=None, con
     elif padding == "CAUSAL":
         x = jnp.pad(x, [(0, 0), (kernel.shape[0] - 1, 0), (0, 0)])
         padding = "VALID"
-    convolve = lax_conv if convolve is None else convolve
     x, kernel, bias = promote(x, kernel, bias, dtype=dtype)
-    strides = tuple(int(s) for s in strides)
-    if isinstance(padding, str):
-        padding = lax.padtype_to_pads(x.shape[1:-1], kernel.shape[:rank], strides, padding)
-    padding = tuple((int(lo), int(hi)) for lo, hi in padding)
-    y = convolve(x, kernel, strides, padding)
-    if bias is not None:
-        y = y + bias
-    return y.reshape(batch + y.shape[1:])
-
-
-def lax_conv(x, kernel, strides, padding):
-    """``lax.conv_general_dilated`` for ``(N, *signal, C)`` inputs and ``(*window, C, O)`` kernels."""
-    rank = kernel.ndim - 2
     spatial = tuple(range(1, rank + 1))
-    numbers = lax.ConvDimensionNumbers(
-        lhs_spec=(0, rank + 1) + spatial,
-        rhs_spec=(rank + 1, rank) + tuple(range(rank)),
-        out_spec=(0, rank + 1) + spatial,
-    )
-    return lax.conv_general_dilated(x, kernel, strides, padding, dimension_numbers=numbers)
+    spec = (0, rank + 1) + spatial
+    numbers = lax.ConvDimensionNumbers(spec, (rank + 1, rank) + tuple(range(rank)), spec)
+    y = lax.conv_general_dilated(x, kernel, tuple(strides), padding, dimension_numbers=numbers)
+    y = y if bias is None else y + bias
+    return y.reshape(batch + y.shape[1:])

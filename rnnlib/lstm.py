@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
-from rnnlib import fast
-from rnnlib.cell_base import RNNCellBase, check_features
-from rnnlib.linear import DenseLayer, create_dense_layers, dense_layer_shapes, orthogonal
-
-_INPUT = ("ii", "if", "ig", "io")
-_HIDDEN = ("hi", "hf", "hg", "ho")
+from rnnlib.cell_base import RNNCellBase
+from rnnlib.initializers import orthogonal
+from rnnlib.linear import Dense
 
 
-@dataclasses.dataclass(frozen=True, repr=False)
 class LSTMCell(RNNCellBase):
     r"""A long short-term memory cell; its carry is ``(c, h)`` and its output is ``h``.
 
@@ -42,19 +37,15 @@ class LSTMCell(RNNCellBase):
         features: width of ``c``, ``h`` and the output.
         gate_fn: squashing function of ``i``, ``f`` and ``o`` (default ``sigmoid``).
         activation_fn: function applied to ``g`` and to ``c'`` (default ``tanh``).
-        kernel_init: initializer of the input kernels ``ii, if, ig, io``, each
-            ``(channels, features)``.
-        recurrent_kernel_init: initializer of the hidden kernels ``hi, hf, hg, ho``,
-            each ``(features, features)``.
+        kernel_init: initializer of the kernels ``ii, if, ig, io``, ``(channels, features)``.
+        recurrent_kernel_init: initializer of ``hi, hf, hg, ho``, ``(features, features)``.
         bias_init: initializer of the biases, which live on the hidden side, ``(features,)``.
         dtype: dtype of the computation (default: promoted from inputs and parameters).
         param_dtype: dtype of the parameters and of the initial carry.
         carry_init: initializer of ``c`` and ``h``, each ``(*batch, features)``.
 
-    The parameter tree holds the eight separate kernels Flax uses, so variables
-    interchange. ``prepare`` fuses each side's four kernels so that one matmul per side
-    computes every gate; ``rnnlib.fast`` decides how (on CPU, large inputs take one
-    matmul per gate), never the numbers.
+    The parameter tree holds the eight separate kernels Flax uses, so variables interchange; how
+    many matmuls compute them is ``RNN``'s ``plan``, never the numbers.
     """
 
     features: int
@@ -67,66 +58,28 @@ class LSTMCell(RNNCellBase):
     param_dtype: Any = jnp.float32
     carry_init: Callable[..., Any] = jax.nn.initializers.zeros
 
-    def __post_init__(self):
-        check_features(self, self.features)
-
-    @property
-    def num_feature_axes(self) -> int:
-        return 1
-
     def initialize_carry(self, rng, input_shape):
-        """``(c, h)``, each ``(*batch, features)`` for ``input_shape = (*batch, channels)``.
+        """``(c, h)``, each ``(*batch, features)`` for ``input_shape = (*batch, channels)``;
+        ``rng`` is split in two, one key for ``c`` and one for ``h``."""
+        make = super().initialize_carry
+        return tuple(make(k, input_shape) for k in jax.random.split(rng))
 
-        ``rng`` is split in two: one key for ``c``, one for ``h``.
-        """
-        shape = tuple(input_shape[:-1]) + (self.features,)
-        key_c, key_h = jax.random.split(rng)
-        return (
-            self.carry_init(key_c, shape, self.param_dtype),
-            self.carry_init(key_h, shape, self.param_dtype),
-        )
+    def layers(self, input_shape):
+        x = Dense("x", input_shape[-1], self.features, self.kernel_init)
+        h = Dense("h", self.features, self.features, self.recurrent_kernel_init, self.bias_init)
+        return {"ii": x, "if": x, "ig": x, "io": x, "hi": h, "hf": h, "hg": h, "ho": h}
 
-    def _layers(self, input_shape):
-        n_in, n = input_shape[-1], self.features
-        layers = {name: DenseLayer(n_in, n, self.kernel_init, None) for name in _INPUT}
-        for name in _HIDDEN:
-            layers[name] = DenseLayer(n, n, self.recurrent_kernel_init, self.bias_init)
-        return layers
-
-    def create_params(self, key, input_shape):
-        return create_dense_layers(key, self._layers(input_shape), self.param_dtype)
-
-    def param_shapes(self, input_shape):
-        return dense_layer_shapes(self._layers(input_shape), self.param_dtype)
-
-    def prepare(self, params, input_shape):
-        """``Sides``: the input kernels ``ii, if, ig, io`` and the hidden kernels and
-        biases ``hi, hf, hg, ho``, each side ready for ``fast.gates``."""
-        return fast.gate_layers(self, params, input_shape, input=_INPUT, hidden=_HIDDEN)
-
-    def project_inputs(self, weights, inputs):
-        """``x W_i`` for the four gates at once (``rnnlib.fast.Gates``)."""
-        return fast.gates(inputs, weights.input, dtype=self.dtype)
-
-    def step(self, weights, carry, projected):
-        c, h = carry
-        gates = projected + fast.gates(h, weights.hidden, dtype=self.dtype)
-        i, f, g, o = gates.split()  # x W_. + h W_h. + b_h. for each gate
-        i = self.gate_fn(i)
-        f = self.gate_fn(f)
-        g = self.activation_fn(g)
-        o = self.gate_fn(o)
+    def update(self, carry, a):
+        c, _ = carry
+        i = self.gate_fn(a["ii"] + a["hi"])
+        f = self.gate_fn(a["if"] + a["hf"])
+        g = self.activation_fn(a["ig"] + a["hg"])
+        o = self.gate_fn(a["io"] + a["ho"])
         c = f * c + i * g
         h = o * self.activation_fn(c)
         return (c, h), h
 
 
-@dataclasses.dataclass(frozen=True, repr=False)
 class OptimizedLSTMCell(LSTMCell):
-    """The same cell as ``LSTMCell``, with the same parameters and numbers.
-
-    In Flax this class concatenates the gate kernels for speed while ``LSTMCell``
-    runs eight separate matmuls. rnnlib's ``LSTMCell`` chooses between the two forms
-    by backend and size (``rnnlib.fast.plan``), so the two names are
-    interchangeable; this one exists so Flax code ports unchanged.
-    """
+    """``LSTMCell`` under Flax's other name (Flax's two differ in speed only; rnnlib's ``RNN``
+    chooses the program by its ``plan``, for either), so Flax code ports unchanged."""

@@ -20,12 +20,11 @@ takes no ``rngs``, and silently running without dropout would hide the mistake.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 
 import jax
 
-from rnnlib.cell_base import RNNCellBase
+from rnnlib.cell_base import Bound, RNNCellBase
 from rnnlib.dropout import apply_mask, check_rate, dropout_mask, linen_key
 from rnnlib.module import describe
 
@@ -34,9 +33,15 @@ from rnnlib.module import describe
 LINEN_SCAN_DRAW = 2
 
 
-@dataclasses.dataclass(frozen=True, repr=False)
 class RecurrentDropoutCell(RNNCellBase):
     """Wraps ``cell`` with per-sequence dropout masks on its input and on its ``h``.
+
+    ``rnnlib.StackedRNN`` takes ``deterministic`` and ``rngs={'dropout': key}`` and draws the
+    masks itself. In a plain ``RNN``, which takes no ``rngs``, bind them first::
+
+        masks = cell.draw_masks(key, step_shape)  # step_shape: (*batch, *signal, channels)
+        rnn = RNN(cell.with_masks(*masks))        # training
+        rnn = RNN(cell.with_masks())              # evaluation: no dropout
 
     Arguments:
         cell: the wrapped ``RNNCellBase``. Its carry is ``h`` (GRU, MGU, simple cells) or
@@ -49,8 +54,8 @@ class RecurrentDropoutCell(RNNCellBase):
     The carry the cell returns is the wrapped cell's new carry, not dropped. The masks
     come from the keys flax.linen gives two ``nn.Dropout`` submodules of this cell named
     ``recurrent_dropout`` and ``input_dropout`` inside an ``nn.RNN`` whose ``split_rngs``
-    has ``'dropout': False`` (the same key at every step): ``linen_key(key, *path, name,
-    LINEN_SCAN_DRAW)``. The count is 2, not 1, because ``nn.RNN``'s scan traces the cell
+    has ``'dropout': False`` (the same key at every step): ``rnnlib.dropout.linen_key(key,
+    *path, name, 2)``. The count is 2, not 1, because ``nn.RNN``'s scan traces the cell
     twice (once to learn the carry's shapes, once for the loop) without resetting the
     cell's rng counter, and the loop uses the second trace's key (flax 0.10 to 0.12).
     """
@@ -78,23 +83,24 @@ class RecurrentDropoutCell(RNNCellBase):
     def initialize_carry(self, rng, input_shape: Sequence[int]):
         return self.cell.initialize_carry(rng, input_shape)
 
+    def layers(self, input_shape: Sequence[int]) -> dict:
+        return self.cell.layers(input_shape)
+
+    def update(self, carry, a):
+        return self.cell.update(carry, a)
+
     def create_params(self, key, input_shape: Sequence[int]) -> dict:
         return {"cell": self.cell.create_params(key, input_shape)}
 
     def param_shapes(self, input_shape: Sequence[int]) -> dict:
         return {"cell": self.cell.param_shapes(input_shape)}
 
-    def prepare(self, params: dict, input_shape: Sequence[int]):
-        return self.cell.prepare(params["cell"], input_shape)
-
-    def project_inputs(self, weights, inputs):
-        return self.cell.project_inputs(weights, inputs)
-
-    def step(self, weights, carry, projected):
+    def bind(self, params: dict, input_shape: Sequence[int], join: bool = False):
         raise ValueError(
             f"{describe(self)} has no dropout masks: rnnlib.RNN takes no rngs. Run it "
             "inside rnnlib.StackedRNN, which takes deterministic and rngs={'dropout': key}, "
-            "or bind masks yourself with cell.with_masks(...)."
+            "or bind masks yourself: RNN(cell.with_masks(*cell.draw_masks(key, step_shape))) "
+            "for masks drawn once, or cell.with_masks() for none (evaluation)."
         )
 
     # -- masks ------------------------------------------------------------------------
@@ -107,7 +113,7 @@ class RecurrentDropoutCell(RNNCellBase):
         mask is ``None`` when its rate is 0.
         """
         h_shape = jax.eval_shape(
-            lambda: _hidden(self, self.cell.initialize_carry(jax.random.key(0), input_shape))
+            lambda: self.cell.hidden(self.cell.initialize_carry(jax.random.key(0), input_shape))
         ).shape
         recurrent = input_ = None
         if self.recurrent_rate > 0:
@@ -127,27 +133,9 @@ class RecurrentDropoutCell(RNNCellBase):
         return _MaskedCell(self, recurrent_mask, input_mask)
 
 
-def _hidden(cell, carry):
-    """The ``h`` of a carry: the carry itself, or the second of ``(c, h)``."""
-    if isinstance(carry, (tuple, list)):
-        if len(carry) != 2:
-            raise TypeError(
-                f"{describe(cell)} drops h, the carry of GRU-like cells or the second item "
-                f"of an LSTM's (c, h); this carry has {len(carry)} items."
-            )
-        return carry[1]
-    return carry
-
-
-def _with_hidden(carry, h):
-    if isinstance(carry, (tuple, list)):
-        return type(carry)((carry[0], h))
-    return h
-
-
-@dataclasses.dataclass(frozen=True, repr=False, eq=False)
-class _MaskedCell(RNNCellBase):
-    """A ``RecurrentDropoutCell`` bound to the masks of one call."""
+class _MaskedCell(RNNCellBase, eq=False):
+    """A ``RecurrentDropoutCell`` bound to the masks of one call: its input is dropped
+    before the layers that read ``x``, and ``h`` before those that read ``h``."""
 
     dropout: RecurrentDropoutCell
     recurrent_mask: object = None
@@ -163,24 +151,39 @@ class _MaskedCell(RNNCellBase):
     def initialize_carry(self, rng, input_shape):
         return self.dropout.initialize_carry(rng, input_shape)
 
+    def layers(self, input_shape):
+        return self.dropout.layers(input_shape)
+
+    def update(self, carry, a):
+        return self.dropout.update(self._dropped(carry), a)
+
     def create_params(self, key, input_shape):
         return self.dropout.create_params(key, input_shape)
 
     def param_shapes(self, input_shape):
         return self.dropout.param_shapes(input_shape)
 
-    def prepare(self, params, input_shape):
-        return self.dropout.prepare(params, input_shape)
+    def hidden(self, carry):
+        return self.dropout.cell.hidden(self._dropped(carry))
 
-    def project_inputs(self, weights, inputs):
-        # The input mask is (*batch, *signal, channels); it broadcasts over a leading time axis
+    def _dropped(self, carry):
+        """The carry with its ``h`` dropped, as the wrapped cell reads it (in its layers and
+        in its update alike)."""
+        if self.recurrent_mask is None:
+            return carry
+        h = apply_mask(
+            self.dropout.cell.hidden(carry), self.recurrent_mask, self.dropout.recurrent_rate
+        )
+        return type(carry)((*carry[:-1], h)) if isinstance(carry, (tuple, list)) else h
+
+    def bind(self, params, input_shape, join=False):
+        return _InputDropped(self, *self.dropout.cell.bind(params["cell"], input_shape, join)[1:])
+
+
+class _InputDropped(Bound):
+    def inputs(self, x, bias=True):
+        # The mask is (*batch, *signal, channels); it broadcasts over a leading time axis
         # when RNN projects every step at once, and is the same mask at every step.
-        if self.input_mask is not None:
-            inputs = apply_mask(inputs, self.input_mask, self.dropout.input_rate)
-        return self.dropout.cell.project_inputs(weights, inputs)
-
-    def step(self, weights, carry, projected):
-        if self.recurrent_mask is not None:
-            h = apply_mask(_hidden(self, carry), self.recurrent_mask, self.dropout.recurrent_rate)
-            carry = _with_hidden(carry, h)
-        return self.dropout.cell.step(weights, carry, projected)
+        if self.cell.input_mask is not None:
+            x = apply_mask(x, self.cell.input_mask, self.cell.dropout.input_rate)
+        return super().inputs(x, bias)

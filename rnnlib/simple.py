@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
-from rnnlib.cell_base import RNNCellBase, check_features
-from rnnlib.linear import (
-    DenseLayer,
-    affine,
-    create_dense_layers,
-    dense_layer_shapes,
-    orthogonal,
-)
+from rnnlib.cell_base import RNNCellBase
+from rnnlib.initializers import orthogonal
+from rnnlib.linear import Dense
 
 
-@dataclasses.dataclass(frozen=True, repr=False)
 class SimpleCell(RNNCellBase):
     r"""An Elman cell; its carry is ``h`` and its output is the new ``h``.
 
@@ -59,37 +52,13 @@ class SimpleCell(RNNCellBase):
     carry_init: Callable[..., Any] = jax.nn.initializers.zeros
     residual: bool = False
 
-    def __post_init__(self):
-        check_features(self, self.features)
-
-    @property
-    def num_feature_axes(self) -> int:
-        return 1
-
-    def initialize_carry(self, rng, input_shape):
-        """``h`` shaped ``(*batch, features)`` for ``input_shape = (*batch, channels)``."""
-        shape = tuple(input_shape[:-1]) + (self.features,)
-        return self.carry_init(rng, shape, self.param_dtype)
-
-    def _layers(self, input_shape):
-        n_in, n = input_shape[-1], self.features
+    def layers(self, input_shape):
         return {
-            "i": DenseLayer(n_in, n, self.kernel_init, self.bias_init),
-            "h": DenseLayer(n, n, self.recurrent_kernel_init, None),
+            "i": Dense("x", input_shape[-1], self.features, self.kernel_init, self.bias_init),
+            "h": Dense("h", self.features, self.features, self.recurrent_kernel_init),
         }
 
-    def create_params(self, key, input_shape):
-        return create_dense_layers(key, self._layers(input_shape), self.param_dtype)
-
-    def param_shapes(self, input_shape):
-        return dense_layer_shapes(self._layers(input_shape), self.param_dtype)
-
-    def project_inputs(self, params, inputs):
-        return affine(inputs, params["i"]["kernel"], params["i"]["bias"], dtype=self.dtype)
-
-    def step(self, params, h, projected):
-        pre = projected + affine(h, params["h"]["kernel"], dtype=self.dtype)
-        if self.residual:
-            pre = pre + h
-        h = self.activation_fn(pre)
+    def update(self, h, a):
+        pre = a["i"] + a["h"]
+        h = self.activation_fn(pre + h if self.residual else pre)
         return h, h

@@ -55,7 +55,6 @@ from rnnlib.recurrent_dropout import RecurrentDropoutCell
 from rnnlib.rnn import RNN, split_axes
 
 
-@dataclasses.dataclass(frozen=True, repr=False)
 class StackedRNN(Module):
     """Runs ``layers`` one after the other, with dropout and residuals between them.
 
@@ -65,9 +64,9 @@ class StackedRNN(Module):
             parameters live under ``params['layers_i']``.
         dropout_rate: probability, in ``[0, 1)``, of dropping each value of the output of
             every layer except the last (as PyTorch's ``nn.LSTM(dropout=...)`` does). The
-            mask of the ``i``-th gap is drawn from ``linen_key(key, 'Dropout_i', 1)``: the
-            key of the ``i``-th ``nn.Dropout`` of the flax.linen module in this module's
-            docstring.
+            mask of the ``i``-th gap is drawn from ``rnnlib.dropout.linen_key(key, 'Dropout_i',
+            1)``: the key of the ``i``-th ``nn.Dropout`` of the flax.linen module in this
+            module's docstring.
         residual: ``True`` (every layer), ``False`` (none) or one bool per layer: whether
             the layer's output is its input plus what the layer computes. That needs the
             layer's input and output widths to match, which is checked.
@@ -103,6 +102,8 @@ class StackedRNN(Module):
                     f"StackedRNN expects each layer to be an rnnlib.RNN or rnnlib.Bidirectional;"
                     f" layer {index} is {kind.__module__}.{kind.__qualname__}."
                 )
+        for index in range(1, len(layers)):
+            _check_axes_agree(layers[index - 1], layers[index], index)
         check_rate(self, "dropout_rate", self.dropout_rate)
         residual = self.residual
         if isinstance(residual, list):
@@ -248,6 +249,31 @@ class StackedRNN(Module):
             layer.backward_rnn, key, in_shape, time_major, (name, "backward_rnn", "cell")
         )
         return dataclasses.replace(layer, forward_rnn=forward, backward_rnn=backward)
+
+
+def _axes(layer) -> tuple[bool, int | None]:
+    """``(time_major, num_feature_axes)`` of a layer's input and output."""
+    rnns = [layer] if isinstance(layer, RNN) else [layer.forward_rnn, layer.backward_rnn]
+    cell = getattr(rnns[0], "cell", None)
+    return bool(layer.time_major), getattr(cell, "num_feature_axes", None)
+
+
+def _check_axes_agree(before, after, index: int) -> None:
+    """Raises unless layer ``index`` reads its input with the axes layer ``index - 1`` writes."""
+    (major_before, axes_before), (major_after, axes_after) = _axes(before), _axes(after)
+    if major_before != major_after:
+        raise ValueError(
+            f"StackedRNN: layer {index - 1}, {describe(before)}, has time_major={major_before} "
+            f"but layer {index}, {describe(after)}, has time_major={major_after}; the second "
+            "would scan the wrong axis. Give every layer the same time_major."
+        )
+    if None not in (axes_before, axes_after) and axes_before != axes_after:
+        raise ValueError(
+            f"StackedRNN: layer {index - 1}, {describe(before)}, outputs {axes_before} feature "
+            f"axes but layer {index}, {describe(after)}, reads {axes_after}; the second would "
+            "take a signal axis for time. Stack cells with the same num_feature_axes (a "
+            "ConvLSTM on a ConvLSTM of the same rank, a dense cell on a dense cell)."
+        )
 
 
 def _dropout_cells(layer) -> list:

@@ -22,9 +22,8 @@ checked (``PARTS``):
 3. ``one step``: the cell's call returns ``(carry, y)``; the new carry has the structure,
    shapes and dtypes of the old one, and ``y`` starts with the batch dims (for an rnnlib
    cell ``y`` is one array: ``RNN`` moves its time axis with ``jnp.moveaxis``). An rnnlib
-   cell's call is the methods of its contract (``rnnlib.cell_base``): ``prepare(params,
-   input_shape)``, ``project_inputs(weights, x)`` and ``step(weights, carry, projected)``,
-   so parts 4 to 8, which run it in ``RNN``, check those three together.
+   cell's call is its ``layers`` and its ``update`` (``rnnlib.cell_base``), which parts 4
+   to 8 run in ``RNN`` under its default plan.
 4. ``batch dims``: ``RNN`` over inputs with several batch dims gives, for every sequence,
    the outputs and final carry of that sequence run alone, step by step.
 5. ``time_major``: ``RNN(time_major=True)`` on the time-major input gives the same numbers.

@@ -62,6 +62,7 @@ COMPARISON_TESTS = [
     "tests/test_stacked.py",
     "tests/test_dropout.py",
     "tests/test_exercises_cell_equations.py",
+    "tests/test_library_use.py",
 ]
 
 

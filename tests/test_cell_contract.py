@@ -4,7 +4,6 @@ of the contract fails it with a message that names the part, the expected and th
 from __future__ import annotations
 
 import copy
-import dataclasses
 
 import flax.linen as nn
 import jax
@@ -13,6 +12,7 @@ import pytest
 
 import rnnlib
 from rnnlib import testing
+from rnnlib.linear import Dense, Param
 from rnnlib.testing import PARTS, CellContractError, check_cell_contract
 from tests.parity_helpers import ALL_CELLS
 
@@ -65,33 +65,26 @@ class FlaxPeepholeLSTMCell(nn.RNNCellBase):
         return 1
 
 
-@dataclasses.dataclass(frozen=True, repr=False)
 class PeepholeLSTMCell(rnnlib.RNNCellBase):
     features: int
-
-    @property
-    def num_feature_axes(self):
-        return 1
 
     def initialize_carry(self, rng, input_shape):
         shape = tuple(input_shape[:-1]) + (self.features,)
         return jnp.zeros(shape), jnp.zeros(shape)
 
-    def create_params(self, key, input_shape):
-        k_i, k_h, k_p = jax.random.split(key, 3)
+    def layers(self, input_shape):
         n_in, n = input_shape[-1], self.features
-        lecun = jax.nn.initializers.lecun_normal()
+        lecun, zeros = jax.nn.initializers.lecun_normal(), jax.nn.initializers.zeros
         return {
-            "i": {"kernel": lecun(k_i, (n_in, 4 * n)), "bias": jnp.zeros(4 * n)},
-            "h": {"kernel": lecun(k_h, (n, 4 * n))},
-            "peephole": PEEPHOLE_INIT(k_p, (3, n)),
+            "i": Dense("x", n_in, 4 * n, lecun, zeros),
+            "h": Dense("h", n, 4 * n, lecun),
+            "peephole": Param((3, n), PEEPHOLE_INIT),
         }
 
-    def step(self, params, carry, x):
+    def update(self, carry, a):
         c, h = carry
-        z = x @ params["i"]["kernel"] + params["i"]["bias"] + h @ params["h"]["kernel"]
-        z_i, z_f, z_g, z_o = jnp.split(z, 4, axis=-1)
-        w_ci, w_cf, w_co = params["peephole"]
+        z_i, z_f, z_g, z_o = jnp.split(a["i"] + a["h"], 4, axis=-1)
+        w_ci, w_cf, w_co = a["peephole"]
         i = jax.nn.sigmoid(z_i + w_ci * c)
         f = jax.nn.sigmoid(z_f + w_cf * c)
         c = f * c + i * jnp.tanh(z_g)
@@ -108,36 +101,29 @@ def test_the_chapters_peephole_cell_meets_the_contract(cell):
 # -- broken cells, one part at a time -------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True, repr=False)
 class Elman(rnnlib.RNNCellBase):
     """A small working cell; each broken cell below overrides one thing."""
 
     features: int = 4
 
-    @property
-    def num_feature_axes(self):
-        return 1
-
     def initialize_carry(self, rng, input_shape):
         return jnp.zeros(tuple(input_shape[:-1]) + (self.features,))
 
-    def create_params(self, key, input_shape):
-        k_i, k_h = jax.random.split(key)
+    def layers(self, input_shape):
         init = jax.nn.initializers.lecun_normal()
         return {
-            "i": init(k_i, (input_shape[-1], self.features)),
-            "h": init(k_h, (self.features, self.features)),
+            "i": Dense("x", input_shape[-1], self.features, init),
+            "h": Dense("h", self.features, self.features, init),
         }
 
-    def step(self, params, h, x):
-        h = jnp.tanh(x @ params["i"] + h @ params["h"])
+    def update(self, h, a):
+        h = jnp.tanh(a["i"] + a["h"])
         return h, h
 
 
 def broken(name, **methods):
-    """An ``Elman`` subclass with ``methods`` replaced."""
-    kind = type(name, (Elman,), methods)
-    return dataclasses.dataclass(frozen=True, repr=False)(kind)()
+    """An ``Elman`` subclass with ``methods`` replaced (a subclass needs no decorator)."""
+    return type(name, (Elman,), methods)()
 
 
 def _failure(cell, input_shape=(2, 3, 3)):
@@ -150,19 +136,22 @@ def test_the_working_cell_passes():
     assert check_cell_contract(Elman(), (2, 3, 3)).parts == PARTS
 
 
-def test_no_num_feature_axes_names_the_hook_and_what_it_must_return():
-    @dataclasses.dataclass(frozen=True, repr=False)
-    class NoAxes(rnnlib.RNNCellBase):
+def test_a_cell_that_leaves_out_num_feature_axes_is_a_dense_cell():
+    assert Elman().num_feature_axes == 1
+    assert "num_feature_axes" not in vars(Elman)
+
+
+def test_a_cell_without_update_names_the_hook_and_what_it_must_return():
+    class NoUpdate(rnnlib.RNNCellBase):
         features: int = 4
         initialize_carry = Elman.initialize_carry
-        create_params = Elman.create_params
-        step = Elman.step
+        layers = Elman.layers
 
-    error = _failure(NoAxes())
-    assert error.part == "num_feature_axes"
+    error = _failure(NoUpdate())
+    assert error.part == "one step"
     assert "raised NotImplementedError" in str(error)
-    assert "NoAxes does not define num_feature_axes" in str(error)  # rnnlib's own message
-    assert "expected a property returning an int >= 1" in str(error)
+    assert "NoUpdate does not define update" in str(error)  # rnnlib's own message
+    assert "returns (new_carry, y)" in str(error)
 
 
 def test_a_flax_cell_without_num_feature_axes_fails_the_first_part():
@@ -220,10 +209,10 @@ def test_a_carry_that_ignores_input_shape_fails_when_the_batch_dims_change():
 
 
 def test_a_step_that_returns_no_pair_fails_one_step():
-    def output_only(self, params, h, x):
-        return jnp.tanh(x @ params["i"] + h @ params["h"])
+    def output_only(self, h, a):
+        return jnp.tanh(a["i"] + a["h"])
 
-    error = _failure(broken("OutputOnly", step=output_only))
+    error = _failure(broken("OutputOnly", update=output_only))
     assert error.part == "one step"
     assert "expected the cell's call to return a pair (carry, y); got ArrayImpl" in str(error)
 
@@ -263,23 +252,23 @@ def test_a_flax_step_that_returns_a_carry_of_another_structure_fails_one_step():
 
 
 def test_a_step_that_mixes_the_sequences_of_a_batch_fails_batch_dims():
-    def batch_mean(self, params, h, x):  # a batch-norm-like slip: the mean over axis 0
-        h = jnp.tanh(x @ params["i"] + h @ params["h"] + h.mean(axis=0))
+    def batch_mean(self, h, a):  # a batch-norm-like slip: the mean over axis 0
+        h = jnp.tanh(a["i"] + a["h"] + h.mean(axis=0))
         return h, h
 
-    error = _failure(broken("BatchMean", step=batch_mean))
+    error = _failure(broken("BatchMean", update=batch_mean))
     assert error.part == "batch dims"
     assert "RNN's outputs for sequence [0, 0] differs from the sequence run alone" in str(error)
     assert "rounding explains at most" in str(error)
 
 
 def test_a_step_with_nan_gradients_fails_jit_and_grad():
-    def where_sqrt(self, params, h, x):  # the where-trap: sqrt's nan gradient where z < 0
-        z = x @ params["i"] + h @ params["h"]
+    def where_sqrt(self, h, a):  # the where-trap: sqrt's nan gradient where z < 0
+        z = a["i"] + a["h"]
         h = jnp.where(z > 0, jnp.sqrt(z), 0.0)
         return h, h
 
-    error = _failure(broken("WhereSqrt", step=where_sqrt))
+    error = _failure(broken("WhereSqrt", update=where_sqrt))
     assert error.part == "jit and grad"
     assert "holds non-finite values; expected finite" in str(error)
 
@@ -314,9 +303,7 @@ class _RNNIgnoring(rnnlib.RNN):
 def test_a_library_that_drops_an_option_fails_the_part_that_uses_it(
     monkeypatch, ignore, part, words
 ):
-    rnn = dataclasses.dataclass(frozen=True, repr=False)(
-        type("BrokenRNN", (_RNNIgnoring,), {"ignore": ignore})
-    )
+    rnn = type("BrokenRNN", (_RNNIgnoring,), {"ignore": ignore})
     library = testing._Library("rnnlib", rnn, rnnlib.Bidirectional, copy.copy, False)
     monkeypatch.setattr(testing, "_library", lambda cell: library)
     error = _failure(Elman())
@@ -343,16 +330,14 @@ def test_steps_must_be_at_least_two():
 
 
 def test_the_rnnlib_base_class_names_every_hook_a_cell_must_write():
-    @dataclasses.dataclass(frozen=True, repr=False)
     class Bare(rnnlib.RNNCellBase):
         pass
 
     cell = Bare()
     for call, words in [
-        (lambda: cell.num_feature_axes, "Bare does not define num_feature_axes"),
         (lambda: cell.initialize_carry(None, (2, 3)), "Bare does not define initialize_carry"),
-        (lambda: cell.create_params(None, (2, 3)), "Bare does not define create_params"),
-        (lambda: cell.step({}, None, None), "Bare does not define step"),
+        (lambda: cell.create_params(None, (2, 3)), "Bare does not define layers"),
+        (lambda: cell.update(None, {}), "Bare does not define update"),
     ]:
         with pytest.raises(NotImplementedError, match=words):
             call()

@@ -7,7 +7,6 @@ dropout is checked two ways: through ``rngs`` against a flax.linen cell wrapper 
 fixed mask injected into both.
 """
 
-import dataclasses
 import re
 
 import flax.linen as nn
@@ -16,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rnnlib import RNN, GRUCell, LSTMCell, RNNCellBase
+from rnnlib import RNN, GRUCell, LSTMCell, Plan, RNNCellBase
 from rnnlib.dropout import Dropout, linen_key
 from rnnlib.recurrent_dropout import RecurrentDropoutCell
 from rnnlib.stacked import StackedRNN
@@ -220,28 +219,23 @@ def test_recurrent_dropout_with_injected_masks_matches_flax_with_the_same_masks(
     variables = random_variables(flax_rnn, 4, x)
     cell = RecurrentDropoutCell(LSTMCell(4), recurrent_rate=0.3, input_rate=0.4)
     for hoist in (False, True):  # the input mask applies before the projection, either way
-        rnn = RNN(cell.with_masks(h_mask, x_mask), hoist_inputs=hoist)
+        rnn = RNN(cell.with_masks(h_mask, x_mask), plan=Plan(hoist_inputs=hoist))
         got = rnn.apply(variables, x)
         tolerance.assert_close(got, flax_rnn.apply(variables, x), terms=_terms(4, 5, 6))
 
 
-@dataclasses.dataclass(frozen=True, repr=False)
 class EchoCell(RNNCellBase):
     """A cell whose output is the h it reads, and whose next h is that h's input plus 1."""
 
     features: int
 
-    @property
-    def num_feature_axes(self):
-        return 1
-
     def initialize_carry(self, rng, input_shape):
         return jnp.ones((*input_shape[:-1], self.features))
 
-    def create_params(self, key, input_shape):
+    def layers(self, input_shape):
         return {}
 
-    def step(self, weights, carry, projected):
+    def update(self, carry, a):
         return carry + 1.0, carry
 
 

@@ -85,7 +85,7 @@ def test_initial_carry_with_the_wrong_structure_is_rejected():
     rnn = RNN(LSTMCell(features=4))
     x = jnp.ones((2, 5, 3))
     variables = rnn.init(KEY, x)
-    with _raises(ValueError, "initial_carry", "structured like initialize_carry"):
+    with _raises(ValueError, "initial_carry", "((2, 4), (2, 4)) (as initialize_carry gives)"):
         rnn.apply(variables, x, initial_carry=jnp.zeros((2, 4)))
 
 
@@ -264,10 +264,16 @@ def test_rnn_rejects_an_unroll_that_is_not_a_positive_int(unroll, exc):
         RNN(GRUCell(4), unroll=unroll)
 
 
-@pytest.mark.parametrize("hoist", ["yes", 1, 0.0])
-def test_rnn_rejects_a_hoist_inputs_that_is_not_a_bool_or_none(hoist):
-    with _raises(TypeError, "hoist_inputs", "True, False or None", repr(hoist)):
-        RNN(GRUCell(4), hoist_inputs=hoist)
+@pytest.mark.parametrize("field", ["hoist_inputs", "join_layers", "kernel_gradients_after_loop"])
+@pytest.mark.parametrize("value", ["yes", 1, 0.0])
+def test_a_plan_rejects_a_choice_that_is_not_a_bool_or_none(field, value):
+    with _raises(TypeError, field, "True, False or None", repr(value)):
+        rnnlib.Plan(**{field: value})
+
+
+def test_rnn_rejects_a_plan_that_is_not_a_plan():
+    with _raises(TypeError, "plan to be an rnnlib.Plan", "{'hoist_inputs': True}"):
+        RNN(GRUCell(4), plan={"hoist_inputs": True})
 
 
 def test_rnn_given_a_legacy_cell_points_at_legacy_rnn():

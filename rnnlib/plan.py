@@ -1,0 +1,163 @@
+"""How ``RNN`` computes a cell over a sequence: a ``Plan``, and the whole-sequence rule.
+
+A plan changes the program, never the numbers (up to rounding). ``Plan()`` leaves each choice to
+``resolve``, from the backend and one step's shape; ``REFERENCE`` is the plain program. Why each
+choice pays: ``benchmarks/README.md``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.custom_derivatives import SymbolicZero
+
+from rnnlib import linear
+from rnnlib.cell_base import RNNCellBase
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """How ``RNN`` computes a cell; a field left ``None`` is chosen by ``resolve``.
+
+    Arguments:
+        hoist_inputs: run the layers that read ``x`` for every step at once, before the loop
+            (default: on GPU and TPU, not on CPU).
+        join_layers: one matmul for all the dense layers that read one input, their kernels
+            concatenated (default: yes, except on CPU at widths where XLA runs it slowly).
+        kernel_gradients_after_loop: take the kernels' gradients as matmuls after the backward
+            loop (default: on CPU, without ``hoist_inputs`` or ``seq_lengths``, where JAX can).
+    """
+
+    hoist_inputs: bool | None = None
+    join_layers: bool | None = None
+    kernel_gradients_after_loop: bool | None = None
+
+    def __post_init__(self):
+        for name, value in vars(self).items():
+            if value is not None and not isinstance(value, bool):
+                raise TypeError(f"Plan expects {name} to be True, False or None; got {value!r}.")
+
+
+# Per number of dense layers reading h, the widths at which XLA:CPU ran their joined matmul slowly
+# in a forward pass (benchmarks/README.md, rule 7): (fewest rows per step, features above, up to).
+_SLOW_WHEN_JOINED = {3: ((0, 160, 480),), 4: ((0, 160, 416), (64, 256, 416))}
+
+#: The plain program, for comparison. In the loop, one matmul per layer, JAX's own derivatives.
+REFERENCE = Plan(hoist_inputs=False, join_layers=False, kernel_gradients_after_loop=False)
+
+
+def resolve(plan: Plan, cell: RNNCellBase, step_shape) -> Plan:
+    """``plan`` with every ``None`` chosen from the backend and one step's input shape."""
+    cpu = jax.default_backend() == "cpu"
+    hoist = not cpu if plan.hoist_inputs is None else plan.hoist_inputs
+    join = plan.join_layers
+    if join is None:  # XLA:CPU runs some joined widths slowly: see _SLOW_WHEN_JOINED
+        h = [la for la in cell.layers(tuple(step_shape)).values() if isinstance(la, linear.Dense)]
+        h = [la.features for la in h if la.reads == "h"]
+        rows = math.prod(step_shape[:-1])
+        bands = [b[1:] for b in _SLOW_WHEN_JOINED.get(len(h), ()) if rows >= b[0]] or [(0, 0)]
+        above, up_to = bands[-1]
+        join = not (cpu and above < max(h, default=0) <= up_to)
+    after = plan.kernel_gradients_after_loop
+    if after is None:
+        after = cpu and not hoist and jax_differentiates_sequence()
+    return Plan(hoist, join, after)
+
+
+def sequence(cell: RNNCellBase, params, carry, xs, step_shape, join: bool, unroll: int = 1):
+    """``(final_carry, outputs)`` of ``cell`` over axis 0 of ``xs``: the plain loop, with a
+    derivative rule that takes the kernels' gradients after the loop.
+
+    JAX's backward loop adds every step's share of each kernel's gradient into a running sum, a
+    matmul per step over the batch, though nothing in the loop needs it. This rule's tangent takes
+    the kernels' and the inputs' tangents as one matmul per side over all steps, outside the loop;
+    inside, only the ``h`` layers' map of ``h``'s tangent and ``update``'s tangent, JAX's own
+    ``jax.linearize`` of it (keeping the outputs of transcendental functions). JAX transposes that
+    into a backward loop with ``d_u @ W_h.T``, each kernel's gradient one matmul after it.
+    """
+    return _sequence((cell, tuple(step_shape), join, unroll), params, carry, xs)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
+def _sequence(how, params, carry, xs):
+    cell, step_shape, join, unroll = how
+    bound = cell.bind(params, step_shape, join)
+    return lax.scan(lambda c, x: bound(c, x), carry, xs, unroll=unroll)
+
+
+_SAVED = {lax.logistic_p, lax.tanh_p, lax.exp_p, lax.log_p, lax.log1p_p, lax.expm1_p}
+
+
+def _sequence_jvp(how, primals, tangents):
+    cell, step_shape, _, unroll = how
+    (params, carry, xs), (dparams, dcarry, dxs) = primals, tangents
+    dtype = getattr(cell, "dtype", None)
+    bound = cell.bind(params, step_shape, join=True)
+    update = jax.checkpoint(cell.update, policy=lambda primitive, *_, **__: primitive in _SAVED)
+    tree = {}
+
+    def forward(carry, x):
+        h = cell.hidden(carry)
+        a = bound.named(bound.inputs(x), linear.run(bound.h_groups, h, dtype))
+        (carry, y), tangent = jax.linearize(update, carry, a)
+        saved, tree["tangent"] = jax.tree_util.tree_flatten(tangent)
+        return carry, (y, h, saved)
+
+    final, (ys, hs, saved) = lax.scan(forward, carry, xs, unroll=unroll)
+    # The tangents that do not come from the step before, one matmul per group over all steps. A
+    # layer is linear in its parameters and in its input, each on its own, so the parameters'
+    # tangents enter as the layers with the tangents for parameters.
+    dbound = cell.bind(_instantiate(dparams, params), step_shape, join=True)
+    dx_outs = dbound.inputs(xs)
+    if not isinstance(dxs, SymbolicZero):
+        dx_outs = [a + b for a, b in zip(dx_outs, bound.inputs(dxs, bias=False))]
+    dh_outs = linear.run(dbound.h_groups, hs, dtype)
+
+    def tangent_step(dcarry, t):
+        dx_t, dh_t, saved_t = t
+        dh = linear.run(bound.h_groups, cell.hidden(dcarry), dtype, bias=False)
+        a = bound.named(dx_t, [d + e for d, e in zip(dh, dh_t)], dbound.constants)
+        return jax.tree_util.tree_unflatten(tree["tangent"], saved_t)(dcarry, a)
+
+    dcarry = _instantiate(dcarry, carry)
+    dfinal, dys = lax.scan(tangent_step, dcarry, (dx_outs, dh_outs, saved), unroll=unroll)
+    return (final, ys), (dfinal, dys)
+
+
+_sequence.defjvp(_sequence_jvp, symbolic_zeros=True)
+
+
+def _instantiate(tangents, primals):
+    """``tangents`` with a zero array of the primal's shape for each symbolic zero."""
+    is_zero = lambda t: isinstance(t, SymbolicZero)  # noqa: E731
+    zero = lambda t, p: jnp.zeros_like(p) if is_zero(t) else t  # noqa: E731
+    return jax.tree_util.tree_map(zero, tangents, primals, is_leaf=is_zero)
+
+
+class _Probe(RNNCellBase):  # the smallest cell with a layer on h
+    def layers(self, input_shape):
+        return {"h": linear.Dense("h", 2, 2, jax.nn.initializers.zeros)}
+
+    def update(self, h, a):
+        return a["h"] * h, h
+
+
+@functools.cache
+def jax_differentiates_sequence() -> bool:
+    """Whether the installed JAX can take a gradient through ``sequence``'s rule: one tiny
+    gradient, traced once per process (shapes only). Older releases fail to transpose it."""
+
+    def loss(kernel):
+        xs, h = jnp.ones((3, 1, 1)), jnp.zeros((1, 2))
+        return jnp.sum(sequence(_Probe(), {"h": {"kernel": kernel}}, h, xs, (1, 1), True)[1])
+
+    try:
+        jax.eval_shape(jax.grad(loss), jax.ShapeDtypeStruct((2, 2), jnp.float32))
+    except (AssertionError, TypeError):  # what jax 0.4.30 and 0.8.1 raise there
+        return False
+    return True
