@@ -5,6 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 LOWEST := .venv-lowest
 FLAX06 := .venv-flax06
+RGEMMA := .venv-recurrentgemma
 FLOOR := .venv-floor
 # Two workers for two cores; loadscope keeps each notebook's cells (and each test
 # module) on one worker, so a notebook runs top to bottom in one kernel.
@@ -47,6 +48,13 @@ $(FLAX06)/.stamp: tests/oracle/requirements-flax06.txt
 	$(call install,$(FLAX06),-r tests/oracle/requirements-flax06.txt)
 	touch $@
 
+# recurrentgemma 1.0.1, the oracle of rnnlib.RGLRUCell (tests/test_rglru_oracle.py). It pins
+# numpy below the book's, so it gets an environment of its own.
+$(RGEMMA)/.stamp: tests/oracle/requirements-recurrentgemma.txt
+	$(PYTHON) -m venv $(RGEMMA)
+	$(call install,$(RGEMMA),-r tests/oracle/requirements-recurrentgemma.txt)
+	touch $@
+
 # Build the HTML book into _build/html. Outputs are the stored ones that
 # `make test` checks with nbval; `make notebooks` regenerates them.
 book: env
@@ -82,14 +90,15 @@ with-cache = rm -rf $(CACHE)/$(1) && JAX_COMPILATION_CACHE_DIR=$(CURDIR)/$(CACHE
 
 # The chapters go first: they are the longest units of work, and loadscope hands out whole
 # notebooks, so the many short test modules after them even out the two workers' finish.
-test-pinned: env $(FLAX06)/.stamp
+test-pinned: env $(FLAX06)/.stamp $(RGEMMA)/.stamp
 	$(call with-cache,pinned) $(PY) -m pytest $(PARALLEL) book tests $(NBVAL) -m "not floor_env"
 
 # The library's own tests (not the tooling around the book) on the lowest versions.
 LIBRARY_TESTS := tests/test_errors.py tests/test_module.py tests/test_parity_cells.py \
 	tests/test_parity_rnn.py tests/test_parity_bidirectional.py tests/test_properties.py \
 	tests/test_transforms.py tests/test_legacy.py tests/test_interop.py tests/test_sharding.py \
-	tests/test_speed_paths.py tests/test_tolerance.py tests/test_stacked.py tests/test_dropout.py
+	tests/test_speed_paths.py tests/test_tolerance.py tests/test_stacked.py tests/test_dropout.py \
+	tests/test_linear_rnn.py
 
 test-lowest: $(LOWEST)/.stamp
 	$(LOWEST)/bin/python -m pytest $(PARALLEL) $(LIBRARY_TESTS) -m "not pinned_env"
@@ -102,7 +111,7 @@ test-floor: $(FLOOR)/.stamp
 
 # The tests that compare two orders of arithmetic, again under each XLA CPU setting of
 # tests/arithmetic.py (CONTRIBUTING, "Orders of arithmetic"): about 8 minutes a setting.
-test-arithmetic: env $(FLAX06)/.stamp
+test-arithmetic: env $(FLAX06)/.stamp $(RGEMMA)/.stamp
 	$(PY) -m tests.arithmetic
 
 # Re-execute every chapter in place, top to bottom, so stored outputs come from a real run.
@@ -120,4 +129,4 @@ bench-sweep: env
 	$(PY) -m benchmarks.sweep
 
 clean:
-	rm -rf _build $(CACHE) $(VENV) $(LOWEST) $(FLAX06) $(FLOOR)
+	rm -rf _build $(CACHE) $(VENV) $(LOWEST) $(FLAX06) $(RGEMMA) $(FLOOR)

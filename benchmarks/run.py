@@ -135,24 +135,34 @@ def measure(
         entry = {name: {"first_call_s": first[name]} for name in fns}
         for name, (fn, p) in fns.items():
             entry[name]["temp_bytes"] = _temp_bytes(fn, p, x) if memory else None
-            _timed(fn, p, x)  # warm-up
-        order = list(fns)
-        samples = {name: [] for name in order}
-        r = 0
-        # At least `runs` rounds; short calls get more, until each contender has spent
-        # min_timed_s in timed calls (or MAX_ROUNDS), so a millisecond-scale median rests
-        # on enough samples to outlast the machine's jitter.
-        while r < runs or (r < MAX_ROUNDS and min(map(sum, samples.values())) < min_timed_s):
-            for name in order[r % len(order) :] + order[: r % len(order)]:
-                fn, p = fns[name]
-                samples[name].append(_timed(fn, p, x))
-            r += 1
-        for name, times in samples.items():
-            entry[name].update(
-                median_s=statistics.median(times), min_s=min(times), max_s=max(times), runs=times
-            )
+        for name, timing in timed_rounds(fns, x, runs, min_timed_s).items():
+            entry[name].update(timing)
         result[mode] = entry
     return result
+
+
+def timed_rounds(fns: dict, x, runs: int, min_timed_s: float = MIN_TIMED_S) -> dict:
+    """Each ``fn(params, x)`` of ``fns`` (``{name: (fn, params)}``), after one warm-up call,
+    timed in rounds in which the contenders take turns in a rotating order: at least ``runs``
+    rounds, more (up to ``MAX_ROUNDS``) until each has spent ``min_timed_s`` in timed calls.
+    Returns ``{name: {median_s, min_s, max_s, runs}}``."""
+    for fn, p in fns.values():
+        _timed(fn, p, x)  # warm-up
+    order = list(fns)
+    samples = {name: [] for name in order}
+    r = 0
+    # At least `runs` rounds; short calls get more, until each contender has spent
+    # min_timed_s in timed calls (or MAX_ROUNDS), so a millisecond-scale median rests
+    # on enough samples to outlast the machine's jitter.
+    while r < runs or (r < MAX_ROUNDS and min(map(sum, samples.values())) < min_timed_s):
+        for name in order[r % len(order) :] + order[: r % len(order)]:
+            fn, p = fns[name]
+            samples[name].append(_timed(fn, p, x))
+        r += 1
+    return {
+        name: dict(median_s=statistics.median(t), min_s=min(t), max_s=max(t), runs=t)
+        for name, t in samples.items()
+    }
 
 
 def seq_lengths_memory(steps=(256, 1024, 4096), batch=8, features=32) -> list[dict]:

@@ -1,7 +1,8 @@
 """rnnlib: recurrent networks in pure JAX, number for number the same as flax.linen.
 
 The cells (``LSTMCell``, ``OptimizedLSTMCell``, ``GRUCell``, ``MGUCell``,
-``SimpleCell``, ``ConvLSTMCell``) follow FLIP 3099: each knows its ``features``,
+``SimpleCell``, ``ConvLSTMCell``, and the linear ``MinGRUCell``, ``MinLSTMCell`` and
+``RGLRUCell``, which ``RNN`` also runs as one associative scan) follow FLIP 3099: each knows its ``features``,
 builds its own carry with ``initialize_carry(rng, input_shape)`` and reports
 ``num_feature_axes``, which is all ``RNN`` needs to find the time axis of any
 input. ``Bidirectional`` composes two ``RNN``s; ``flip_sequences`` reverses padded
@@ -15,9 +16,12 @@ from rnnlib.conv_lstm import ConvLSTMCell
 from rnnlib.dropout import Dropout
 from rnnlib.flip import flip_sequences
 from rnnlib.gru import GRUCell, MGUCell
+from rnnlib.linear_rnn import LinearCellBase
 from rnnlib.lstm import LSTMCell, OptimizedLSTMCell
+from rnnlib.min_rnn import MinGRUCell, MinLSTMCell
 from rnnlib.plan import Plan
 from rnnlib.recurrent_dropout import RecurrentDropoutCell
+from rnnlib.rglru import RGLRUCell
 from rnnlib.rnn import RNN
 from rnnlib.simple import SimpleCell
 from rnnlib.stacked import StackedRNN
@@ -32,6 +36,10 @@ __all__ = [
     "MGUCell",
     "SimpleCell",
     "ConvLSTMCell",
+    "LinearCellBase",
+    "MinGRUCell",
+    "MinLSTMCell",
+    "RGLRUCell",
     "RNN",
     "Plan",
     "Bidirectional",

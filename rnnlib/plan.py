@@ -31,42 +31,47 @@ class Plan:
             concatenated (default: yes, except on CPU at widths where XLA runs it slowly).
         kernel_gradients_after_loop: take the kernels' gradients as matmuls after the backward
             loop (default: on CPU, without ``hoist_inputs`` or ``seq_lengths``, where JAX can).
+        scan: ``"sequential"``, step by step, or ``"associative"``: one ``associative_scan``, for
+            a cell linear in its carry (``LinearCellBase``; default there on GPU and TPU).
     """
 
     hoist_inputs: bool | None = None
     join_layers: bool | None = None
     kernel_gradients_after_loop: bool | None = None
+    scan: str | None = None
 
     def __post_init__(self):
         for name, value in vars(self).items():
-            if value is not None and not isinstance(value, bool):
+            if name != "scan" and value is not None and not isinstance(value, bool):
                 raise TypeError(f"Plan expects {name} to be True, False or None; got {value!r}.")
+        if (scan := self.scan) not in (None, "sequential", "associative"):
+            error = ValueError if isinstance(scan, str) else TypeError
+            raise error(f"Plan expects scan 'sequential', 'associative' or None; got {scan!r}.")
 
 
 # Per number of dense layers reading h, the widths at which XLA:CPU ran their joined matmul slowly
 # in a forward pass (benchmarks/README.md, rule 7): (fewest rows per step, features above, up to).
 _SLOW_WHEN_JOINED = {3: ((0, 160, 480),), 4: ((0, 160, 416), (64, 256, 416))}
 
-#: The plain program, for comparison. In the loop, one matmul per layer, JAX's own derivatives.
-REFERENCE = Plan(hoist_inputs=False, join_layers=False, kernel_gradients_after_loop=False)
+#: The plain program: step by step, one matmul per layer in the loop, JAX's own derivatives.
+REFERENCE = Plan(False, False, False, "sequential")
 
 
 def resolve(plan: Plan, cell: RNNCellBase, step_shape) -> Plan:
     """``plan`` with every ``None`` chosen from the backend and one step's input shape."""
-    cpu = jax.default_backend() == "cpu"
+    cpu, linear_cell = jax.default_backend() == "cpu", callable(getattr(cell, "coefficients", None))
     hoist = not cpu if plan.hoist_inputs is None else plan.hoist_inputs
-    join = plan.join_layers
-    if join is None:  # XLA:CPU runs some joined widths slowly: see _SLOW_WHEN_JOINED
+    if (join := plan.join_layers) is None:  # XLA:CPU runs some joined widths slowly
         h = [la for la in cell.layers(tuple(step_shape)).values() if isinstance(la, linear.Dense)]
         h = [la.features for la in h if la.reads == "h"]
         rows = math.prod(step_shape[:-1])
         bands = [b[1:] for b in _SLOW_WHEN_JOINED.get(len(h), ()) if rows >= b[0]] or [(0, 0)]
         above, up_to = bands[-1]
         join = not (cpu and above < max(h, default=0) <= up_to)
-    after = plan.kernel_gradients_after_loop
-    if after is None:
+    if (after := plan.kernel_gradients_after_loop) is None:
         after = cpu and not hoist and jax_differentiates_sequence()
-    return Plan(hoist, join, after)
+    scan = plan.scan or ("associative" if linear_cell and not cpu else "sequential")
+    return Plan(hoist, join, after and not linear_cell, scan)
 
 
 def sequence(cell: RNNCellBase, params, carry, xs, step_shape, join: bool, unroll: int = 1):

@@ -8,6 +8,7 @@ import numpy as np
 
 from rnnlib.cell_base import RNNCellBase
 from rnnlib.flip import flip_sequences
+from rnnlib.linear_rnn import associative
 from rnnlib.module import Module, check_params, describe
 from rnnlib.plan import Plan, resolve, sequence
 
@@ -63,7 +64,7 @@ class RNN(Module):
             come back in processing order unless ``keep_order``.
         keep_order: with ``reverse``, flip the outputs back to the input's order.
         unroll: steps per iteration of the underlying ``lax.scan`` loop.
-        plan: how the loop is computed, ``rnnlib.Plan()`` by default; never the numbers.
+        plan: how it runs (a loop, or an associative scan), ``rnnlib.Plan()``; never the numbers.
 
     ``apply`` takes each field but ``cell``, ``unroll`` and ``plan`` again, and ``initial_carry``
     (default: ``cell.initialize_carry(init_key, ...)``), ``init_key`` (default
@@ -156,6 +157,8 @@ def _scan(cell, params, step_shape, carry, inputs, seq_lengths, unroll, plan):
     """``(final_carry, outputs)`` over axis 0 of ``inputs``, as ``plan`` says; with ``seq_lengths``,
     the carry after each sequence's last valid step (a select per step, nothing stacked)."""
     bound = cell.bind(params, step_shape, plan.join_layers)
+    if plan.scan == "associative":  # a cell linear in its carry: every step at once
+        return associative(bound, carry, inputs, seq_lengths)
     if plan.hoist_inputs:
         inputs, step = bound.inputs(inputs), lambda c, x: bound.step(c, x)
     else:

@@ -55,6 +55,8 @@ COMPARISON_TESTS = [
     "tests/test_module.py",
     "tests/test_legacy.py",
     "tests/test_legacy_oracle.py",
+    "tests/test_linear_rnn.py",
+    "tests/test_rglru_oracle.py",
     "tests/test_benchmarks.py",
     "tests/test_migrate.py",
     "tests/test_multiprocess.py",

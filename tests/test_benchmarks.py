@@ -8,7 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from benchmarks import backward, forward, programs, run
+import rnnlib
+from benchmarks import backward, forward, linear_scan, programs, run
 from benchmarks.contenders import (
     BACKWARD,
     CONV_CELLS,
@@ -20,7 +21,7 @@ from benchmarks.contenders import (
     inputs_for,
 )
 from benchmarks.run import markdown, noise_floor, targets
-from tests.tolerance import assert_close
+from tests.tolerance import assert_close, recurrent_terms
 
 pytestmark = pytest.mark.pinned_env
 
@@ -350,3 +351,44 @@ def test_only_the_custom_jvp_contender_runs_in_forward_mode():
     vjp = build(backward.VJP, "LSTMCell", config, x, {"params": linen.params})
     with pytest.raises(TypeError, match="custom_vjp"):
         jax.jvp(lambda p: vjp.forward(p, x), (vjp.params,), (tangent,))
+
+
+# -- linear cells: the loop against the associative scan (benchmarks/linear_scan.py) ----------
+
+
+def test_the_linear_scan_harness_times_every_contender_in_both_modes_and_writes_its_reports(
+    tmp_path,
+):
+    argv = ["--quick", "--lengths", "3", "5", "--widths", "2", "--runs", "5"]
+    argv += ["--out", str(tmp_path)]
+    assert linear_scan.main(argv) == 0
+    report = json.loads((tmp_path / "linear_scan-quick.json").read_text())
+    assert [(p["H"], p["T"]) for p in report["points"]] == [(2, 3), (2, 5)]
+    for point in report["points"]:
+        for mode in linear_scan.MODES:
+            timed = point["result"][mode]
+            assert set(timed) == set(linear_scan.CONTENDERS)
+            assert all(len(t["runs"]) >= 5 and t["median_s"] > 0 for t in timed.values())
+            shown = point["ratios"][mode]
+            reference = timed[linear_scan.REFERENCE]["median_s"]
+            assert shown["aa"] == timed[linear_scan.AGAIN]["median_s"] / reference
+    text = (tmp_path / "linear_scan-quick.md").read_text()
+    assert "| H | T | `minGRU:sequential` (ms) | A/A | `minGRU:hoisted` |" in text
+    assert text.count("| 2 | 5 |") == 2  # one row per mode
+    assert (tmp_path / "linear_scan-quick.png").stat().st_size > 0
+    with pytest.raises(SystemExit):
+        linear_scan.main(["--runs", "4", "--out", str(tmp_path)])
+
+
+def test_the_linear_scan_contenders_compute_the_same_minGRU_and_the_a_a_copy_compiles_apart():
+    x = jax.random.normal(jax.random.key(1), (2, 6, 3))
+    built = {name: linear_scan.build(name, 3, x) for name in linear_scan.CONTENDERS}
+    reference = built[linear_scan.REFERENCE]
+    terms = recurrent_terms(rnnlib.MinGRUCell(3), x.shape, steps=6, gradient=True)
+    want = reference.forward(reference.params, x), reference.train(reference.params, x)
+    for name in ("minGRU:hoisted", "minGRU:associative", linear_scan.AGAIN):
+        other = built[name]
+        got = other.forward(other.params, x), other.train(other.params, x)
+        assert_close(got, want, terms=terms)
+    assert built[linear_scan.AGAIN].forward._cache_size() == 1
+    assert reference.forward._cache_size() == 1

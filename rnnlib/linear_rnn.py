@@ -1,0 +1,143 @@
+"""Cells whose step is linear in their carry, and the associative scan that runs them.
+
+A step ``h' = a ⊙ h + b`` whose ``a`` and ``b`` come from the step's input alone composes:
+the step ``(a1, b1)`` followed by ``(a2, b2)`` is the one step ``(a1 a2, a2 b1 + b2)``, and that
+rule is associative. So ``jax.lax.associative_scan`` can compute every ``h_t`` of a sequence in
+about ``2 log2(T)`` rounds instead of ``T`` steps, doing about three times the arithmetic.
+
+A cell declares its coefficients once (``LinearCellBase.coefficients``); its step, which ``RNN``
+runs one at a time like any cell's, is derived from them, and so is the scan, which ``RNN`` runs
+instead when its plan says ``Plan(scan="associative")``. Which of the two is faster where, and so
+the plan's default: ``benchmarks/README.md``.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from rnnlib import linear
+from rnnlib.cell_base import Bound, RNNCellBase
+from rnnlib.module import describe
+
+
+class LinearCellBase(RNNCellBase):
+    r"""Base class of cells whose step is linear in their carry ``h``; the output is the new ``h``.
+
+    .. math::
+
+        h_t = a_t \odot h_{t-1} + b_t, \qquad (a_t, b_t) = \mathrm{coefficients}(a)
+
+    A subclass writes ``layers(input_shape)``, none of them reading ``"h"``, and
+    ``coefficients(a)``; ``a`` holds each layer's output by name and, under ``"x"``, the step's
+    input itself. ``coefficients`` returns ``(a_t, b_t)``, each ``(*batch, features)`` or
+    broadcasting to it, or ``(log a_t, log b_t)`` when the class sets ``log_space = True`` (its
+    coefficients are then positive, and the scan combines their logarithms, which never
+    underflow). The carry is one array, ``(*batch, features)``, from ``carry_init``.
+
+    ``update``, one step, is derived from ``coefficients``; so is ``RNN``'s other mode,
+    ``RNN(cell, plan=rnnlib.Plan(scan="associative"))``, one ``jax.lax.associative_scan`` over
+    the whole sequence (``rnnlib.linear_rnn.associative``). Run step by step, such a cell keeps
+    JAX's own derivatives (``Plan.kernel_gradients_after_loop`` does not apply: that rule
+    differentiates the layers alone, and ``update`` also reads the step's input).
+    """
+
+    #: whether ``coefficients`` returns the logarithms of ``a_t`` and ``b_t``
+    log_space = False
+
+    def coefficients(self, a: dict) -> tuple:
+        """``(a_t, b_t)`` (or their logs, with ``log_space``) from the layers' outputs ``a``."""
+        raise NotImplementedError(
+            f"{type(self).__name__} does not define coefficients, which every linear cell "
+            "must: coefficients(a) returns (a_t, b_t) of h' = a_t * h + b_t from a, each "
+            "layer's output by name and the step's input under 'x'."
+        )
+
+    def update(self, h, a):
+        """One step: ``h' = a_t ⊙ h + b_t``, from ``coefficients(a)``."""
+        a_t, b_t = self.coefficients(a)
+        if self.log_space:
+            a_t, b_t = jnp.exp(a_t), jnp.exp(b_t)
+        h = a_t * h + b_t
+        return h, h
+
+    def bind(self, params: dict, input_shape, join: bool = False) -> Bound:
+        """The step with ``params``, passing the step's input to ``update`` as ``a["x"]``."""
+        return _WithInput(*super().bind(params, input_shape, join))
+
+
+class _WithInput(Bound):
+    """A bound linear cell: the layers' outputs and, last, the step's input itself."""
+
+    def inputs(self, x, bias: bool = True):
+        (x,) = linear.promote(x, dtype=getattr(self.cell, "dtype", None))
+        return [*super().inputs(x, bias), x]
+
+    def named(self, x_outs, h_outs, constants=None) -> dict:
+        return {**super().named(x_outs[:-1], h_outs, constants), "x": x_outs[-1]}
+
+
+def combine(earlier, later):
+    """The pair ``(a, b)`` of two stretches of steps, ``earlier`` first: ``(a1 a2, a2 b1 + b2)``."""
+    (a1, b1), (a2, b2) = earlier, later
+    return a1 * a2, a2 * b1 + b2
+
+
+def log_combine(earlier, later):
+    """``combine`` on ``(log a, log b)`` pairs: products become sums, ``+`` a ``logaddexp``."""
+    (log_a1, log_b1), (log_a2, log_b2) = earlier, later
+    return log_a1 + log_a2, jnp.logaddexp(log_a2 + log_b1, log_b2)
+
+
+def associative(bound: Bound, carry, xs, seq_lengths=None):
+    """``(final_carry, outputs)`` of a bound linear cell over axis 0 of ``xs``, by one
+    ``jax.lax.associative_scan``: what ``RNN`` runs for ``Plan(scan="associative")``.
+
+    Every step's coefficients come from the cell's layers run on all of ``xs`` at once. The scan
+    gives, for each ``t``, the pair ``(A_t, B_t)`` of steps ``1..t``, so ``h_t = A_t h_0 + B_t``
+    for any initial carry ``h_0`` (of either sign, in log space too). With ``seq_lengths``
+    (``(*batch)`` ints), the final carry is each sequence's ``h`` after its last valid step,
+    ``h_0`` for a length of 0. Raises a ``TypeError`` for a cell that is not linear in its carry.
+    """
+    cell = bound.cell
+    _check_linear(cell, bound, carry)
+    a_t, b_t = jnp.broadcast_arrays(*cell.coefficients(bound.named(bound.inputs(xs), [])))
+    log_space = getattr(cell, "log_space", False)
+    prefix_a, prefix_b = lax.associative_scan(log_combine if log_space else combine, (a_t, b_t))
+    if log_space:
+        prefix_a, prefix_b = jnp.exp(prefix_a), jnp.exp(prefix_b)
+    hs = prefix_a * carry + prefix_b
+    carry = jnp.asarray(carry, hs.dtype)
+    if seq_lengths is None or hs.shape[0] == 0:
+        return (hs[-1] if hs.shape[0] else carry), hs
+    lengths = jnp.asarray(seq_lengths)
+    shape = lengths.shape + (1,) * (hs.ndim - 1 - lengths.ndim)  # lengths against h's axes
+    index = jnp.broadcast_to(jnp.maximum(lengths - 1, 0).reshape((1,) + shape), (1,) + hs.shape[1:])
+    last = jnp.take_along_axis(hs, index, axis=0)[0]  # h after each sequence's last valid step
+    return jnp.where(lengths.reshape(shape) > 0, last, carry), hs
+
+
+def _check_linear(cell, bound: Bound, carry):
+    run_it = "Run it step by step with Plan(scan='sequential'), or with the default Plan()."
+    if not callable(getattr(cell, "coefficients", None)):
+        raise TypeError(
+            f"Plan(scan='associative') runs a cell whose step is linear in its carry, "
+            f"h' = a_t * h + b_t, as one jax.lax.associative_scan; {describe(cell)} is not "
+            "one: it has no coefficients(a) method that returns (a_t, b_t) from the step's "
+            "input (rnnlib.LinearCellBase; rnnlib.MinGRUCell, MinLSTMCell and RGLRUCell have "
+            f"one). {run_it}"
+        )
+    if bound.h_groups:
+        names = [name for group in bound.h_groups for name in group.names]
+        raise TypeError(
+            f"Plan(scan='associative') needs every coefficient of {describe(cell)} to come "
+            f"from the step's input, but its layers {names} read 'h': its step is not linear "
+            f"in its carry. {run_it}"
+        )
+    structure = jax.tree_util.tree_structure(carry)
+    if not jax.tree_util.treedef_is_leaf(structure):
+        raise TypeError(
+            f"Plan(scan='associative') needs {describe(cell)}'s carry to be one array h, "
+            f"(*batch, features); got the structure {structure}. {run_it}"
+        )
