@@ -110,17 +110,12 @@ class Bidirectional(Module):
                 f"carries; got {type(carries).__name__}"
                 + (f" of length {len(carries)}." if hasattr(carries, "__len__") else ".")
             )
-        calls = [  # the backward direction reversed, its outputs flipped back to the input's order
-            dict(initial_carry=c, init_key=k, reverse=r, keep_order=r, seq_lengths=seq_lengths)
-            for c, k, r in zip(carries, keys, (False, True))
-        ]
+        flags = dict(return_carry=True, time_major=time_major, seq_lengths=seq_lengths)
+        sides = zip((self.forward_rnn, self.backward_rnn), ("forward_rnn", backward), carries, keys)
+        flips = [dict(reverse=r, keep_order=r) for r in (False, True)]  # backward: reversed
         (carry_forward, forward), (carry_backward, backward) = [
-            rnn.apply(
-                {"params": params[name]}, inputs, return_carry=True, time_major=time_major, **kw
-            )
-            for rnn, name, kw in zip(
-                (self.forward_rnn, self.backward_rnn), ("forward_rnn", backward), calls
-            )
+            rnn.apply({"params": params[n]}, inputs, initial_carry=c, init_key=k, **flags, **flip)
+            for (rnn, n, c, k), flip in zip(sides, flips)
         ]
         outputs = jax.tree_util.tree_map(self.merge_fn, forward, backward)
         return ((carry_forward, carry_backward), outputs) if return_carry else outputs

@@ -1,14 +1,8 @@
 """``RNNCellBase``: what a recurrent cell writes, and what rnnlib derives from it.
 
-A cell is one step of a recurrence, ``(carry, x) -> (carry, y)``. It writes
-``initialize_carry(rng, input_shape)`` (by default one array, ``(*batch, features)``);
-``layers(input_shape)``, its layers by name, each a ``Dense`` or ``Conv`` reading ``"x"`` (the
-step's input) or ``"h"`` (``hidden(carry)``), or a ``Param``; and ``update(carry, a)``, the rest
-of the step, ``a[name]`` being layer ``name``'s output. ``num_feature_axes`` defaults to 1 (a
-ConvLSTM owns ``(*signal, channels)``), ``hidden(carry)`` to the carry or its last item (it must
-pick or mask), and fields ``features``, ``carry_init``, ``dtype`` and ``param_dtype`` are read
-where a cell has them. The rest is derived, so ``RNN`` can move a cell's matmuls without knowing
-the cell.
+A cell is one step of a recurrence, ``(carry, x) -> (carry, y)``: it writes its carry
+(``initialize_carry``), its layers by name (``layers``) and the rest of the step (``update``).
+The rest is derived, so ``RNN`` can move a cell's matmuls without knowing the cell.
 """
 
 from __future__ import annotations

@@ -78,15 +78,7 @@ class MGUCell(RNNCellBase):
 
     With ``reset_gate=False``, ``n = tanh(x W_in + b_in + h W_hn)`` (no gate, no ``b_hn``).
 
-    Example::
-
-        cell = MGUCell(features=4)
-        x = jnp.ones((2, 3))
-        h = cell.initialize_carry(jax.random.key(0), x.shape)  # (2, 4)
-        variables = cell.init(jax.random.key(1), h, x)
-        h, y = cell.apply(variables, h, x)
-
-    Arguments:
+    It is used as ``GRUCell`` is. Arguments:
         features: width of ``h``.
         gate_fn: squashing function of ``f`` (default ``sigmoid``).
         activation_fn: squashing function of ``n`` (default ``tanh``).

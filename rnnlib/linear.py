@@ -53,9 +53,8 @@ class Conv(NamedTuple):
 
     def __call__(self, params, v, dtype=None):
         batch = v.ndim - len(self.kernel_size) - 1
-        return conv(
-            v, params["kernel"], params.get("bias"), self.strides, self.padding, batch, dtype
-        )
+        kernel, bias = params["kernel"], params.get("bias")
+        return conv(v, kernel, bias, self.strides, self.padding, batch, dtype)
 
 
 class Param(NamedTuple):

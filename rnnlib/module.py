@@ -1,9 +1,8 @@
 """The calling convention every rnnlib module shares: ``init`` and ``apply``.
 
-A module is a frozen dataclass of configuration: ``module.init(key, *args)`` makes its
-variables, ``{'params': {...}}``, a plain dict laid out as flax.linen's, and
-``module.apply(variables, *args)`` runs it. As in Flax, annotated attributes are fields, without a
-decorator. A subclass writes ``_init(key, ...)`` (the parameters) and ``_call(params, ...)``.
+A module is a frozen dataclass of configuration (annotated attributes, as in Flax). ``init(key,
+*args)`` makes its variables, ``{'params': {...}}`` laid out as flax.linen's, ``apply(variables,
+*args)`` runs it; a subclass writes ``_init(key, ...)`` and ``_call(params, ...)``.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ choice pays: ``benchmarks/README.md``.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import math
@@ -53,7 +54,7 @@ class Plan:
 # in a forward pass (benchmarks/README.md, rule 7): (fewest rows per step, features above, up to).
 _SLOW_WHEN_JOINED = {3: ((0, 160, 480),), 4: ((0, 160, 416), (64, 256, 416))}
 
-#: The plain program: step by step, one matmul per layer in the loop, JAX's own derivatives.
+#: The plain program, for comparison (step by step, one matmul per layer, JAX's own derivatives).
 REFERENCE = Plan(False, False, False, "sequential")
 
 
@@ -75,16 +76,10 @@ def resolve(plan: Plan, cell: RNNCellBase, step_shape) -> Plan:
 
 
 def sequence(cell: RNNCellBase, params, carry, xs, step_shape, join: bool, unroll: int = 1):
-    """``(final_carry, outputs)`` of ``cell`` over axis 0 of ``xs``: the plain loop, with a
-    derivative rule that takes the kernels' gradients after the loop.
-
-    JAX's backward loop adds every step's share of each kernel's gradient into a running sum, a
-    matmul per step over the batch, though nothing in the loop needs it. This rule's tangent takes
-    the kernels' and the inputs' tangents as one matmul per side over all steps, outside the loop;
-    inside, only the ``h`` layers' map of ``h``'s tangent and ``update``'s tangent, JAX's own
-    ``jax.linearize`` of it (keeping the outputs of transcendental functions). JAX transposes that
-    into a backward loop with ``d_u @ W_h.T``, each kernel's gradient one matmul after it.
-    """
+    """``(final_carry, outputs)`` of ``cell`` over axis 0 of ``xs``: the plain loop, whose
+    derivative takes the kernels' gradients as one matmul each after the loop, not a matmul per
+    step inside it; inside, only ``jax.linearize`` of ``update`` and the ``h`` layers' map.
+    Why and how: ``benchmarks/README.md``, "One contract, one rule, the plan as a value"."""
     return _sequence((cell, tuple(step_shape), join, unroll), params, carry, xs)
 
 
@@ -109,9 +104,11 @@ def _sequence_jvp(how, primals, tangents):
     def forward(carry, x):
         h = cell.hidden(carry)
         a = bound.named(bound.inputs(x), linear.run(bound.h_groups, h, dtype))
-        (carry, y), tangent = jax.linearize(update, carry, a)
+        tree["sums"] = _sums(cell.update, carry, a, bound)
+        summed = {n: a.pop(n) for n in tree["sums"]}  # their tangents enter with their partners'
+        (carry, y), tangent = jax.linearize(lambda c, a: update(c, {**a, **summed}), carry, a)
         saved, tree["tangent"] = jax.tree_util.tree_flatten(tangent)
-        return carry, (y, h, saved)
+        return carry, (y, h, [None if s is h else s for s in saved])  # h is stacked once
 
     final, (ys, hs, saved) = lax.scan(forward, carry, xs, unroll=unroll)
     # The tangents that do not come from the step before, one matmul per group over all steps. A
@@ -121,20 +118,49 @@ def _sequence_jvp(how, primals, tangents):
     dx_outs = dbound.inputs(xs)
     if not isinstance(dxs, SymbolicZero):
         dx_outs = [a + b for a, b in zip(dx_outs, bound.inputs(dxs, bias=False))]
-    dh_outs = linear.run(dbound.h_groups, hs, dtype)
+    dx = linear.by_name(bound.x_groups, dx_outs)
+    dh = linear.by_name(bound.h_groups, linear.run(dbound.h_groups, hs, dtype))
+    dh.update({h: dh[h] + dx.pop(x) for x, h in tree["sums"].items()})  # one stream per sum
+    x_groups, dx_outs = _streams(bound.x_groups, dx)
+    loop = bound._replace(x_groups=x_groups)
 
     def tangent_step(dcarry, t):
-        dx_t, dh_t, saved_t = t
+        dx_t, dh_t, h_t, saved_t = t
         dh = linear.run(bound.h_groups, cell.hidden(dcarry), dtype, bias=False)
-        a = bound.named(dx_t, [d + e for d, e in zip(dh, dh_t)], dbound.constants)
+        a = loop.named(dx_t, [d + e for d, e in zip(dh, dh_t)], dbound.constants)
+        saved_t = [h_t if s is None else s for s in saved_t]
         return jax.tree_util.tree_unflatten(tree["tangent"], saved_t)(dcarry, a)
 
     dcarry = _instantiate(dcarry, carry)
-    dfinal, dys = lax.scan(tangent_step, dcarry, (dx_outs, dh_outs, saved), unroll=unroll)
+    streams = (dx_outs, _streams(bound.h_groups, dh)[1], hs, saved)
+    dfinal, dys = lax.scan(tangent_step, dcarry, streams, unroll=unroll)
     return (final, ys), (dfinal, dys)
 
 
 _sequence.defjvp(_sequence_jvp, symbolic_zeros=True)
+
+
+def _sums(update, carry, a, bound) -> dict:
+    """``{x layer: h layer}`` for each pair that ``update`` reads only once, by one ``add`` of
+    equal shapes: the pair's tangent is then the sum of theirs."""
+    jaxpr = jax.make_jaxpr(update)(carry, a).jaxpr  # shapes only
+    labels = jax.tree_util.tree_leaves((jax.tree_util.tree_map(lambda _: "", carry), sorted(a)))
+    name = dict(zip(map(id, jaxpr.invars), labels))
+    reads = collections.Counter(map(id, [v for e in jaxpr.eqns for v in e.invars] + jaxpr.outvars))
+    x_names, h_names = ({n for g in gs for n in g.names} for gs in (bound.x_groups, bound.h_groups))
+    pairs = [
+        sorted((name.get(id(v)) for v in e.invars), key=lambda n: n not in x_names)
+        for e in jaxpr.eqns
+        if e.primitive is lax.add_p and all(reads[id(v)] == 1 for v in e.invars)
+    ]
+    return {x: h for x, h in pairs if x in x_names and h in h_names and a[x].shape == a[h].shape}
+
+
+def _streams(groups, named):
+    """``groups`` cut down to the layers in ``named``, and each one's arrays side by side."""
+    groups = [g._replace(names=[n for n in g.names if n in named]) for g in groups]
+    groups = [g._replace(sizes=[named[n].shape[-1] for n in g.names]) for g in groups if g.names]
+    return groups, [jnp.concatenate([named[n] for n in g.names], axis=-1) for g in groups]
 
 
 def _instantiate(tangents, primals):
@@ -154,8 +180,8 @@ class _Probe(RNNCellBase):  # the smallest cell with a layer on h
 
 @functools.cache
 def jax_differentiates_sequence() -> bool:
-    """Whether the installed JAX can take a gradient through ``sequence``'s rule: one tiny
-    gradient, traced once per process (shapes only). Older releases fail to transpose it."""
+    """Whether this JAX can transpose ``sequence``'s rule (older releases fail): one tiny
+    gradient, traced once per process, shapes only."""
 
     def loss(kernel):
         xs, h = jnp.ones((3, 1, 1)), jnp.zeros((1, 2))

@@ -159,10 +159,8 @@ def _scan(cell, params, step_shape, carry, inputs, seq_lengths, unroll, plan):
     bound = cell.bind(params, step_shape, plan.join_layers)
     if plan.scan == "associative":  # a cell linear in its carry: every step at once
         return associative(bound, carry, inputs, seq_lengths)
-    if plan.hoist_inputs:
-        inputs, step = bound.inputs(inputs), lambda c, x: bound.step(c, x)
-    else:
-        step = lambda c, x: bound(c, x)  # noqa: E731
+    step = bound.step if plan.hoist_inputs else bound.__call__  # a method: scan keeps a weakref
+    inputs = bound.inputs(inputs) if plan.hoist_inputs else inputs
     # lax.scan needs a carry whose dtype a step keeps: a float32 carry meeting complex inputs
     # comes out complex, a cell computing in bfloat16 returns bfloat16. Cast it to that.
     x = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape[1:], a.dtype), inputs)
@@ -178,9 +176,7 @@ def _scan(cell, params, step_shape, carry, inputs, seq_lengths, unroll, plan):
         running, y = step(running, x)
 
         def select(new, old):  # the new carry where t is a valid step of the sequence
-            valid = (t < seq_lengths).reshape(
-                seq_lengths.shape + (1,) * (new.ndim - seq_lengths.ndim)
-            )
+            valid = jnp.expand_dims(t < seq_lengths, tuple(range(seq_lengths.ndim, new.ndim)))
             return jnp.where(valid, new, old)
 
         return (running, jax.tree_util.tree_map(select, running, kept)), y
@@ -199,10 +195,9 @@ def _check_seq_lengths(rnn, seq_lengths, batch_dims, steps):
         )
     if not jnp.issubdtype(seq_lengths.dtype, jnp.integer):
         raise TypeError(f"seq_lengths must hold integers; got dtype {seq_lengths.dtype}.")
-    try:
-        concrete = np.asarray(seq_lengths)
-    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
+    if isinstance(seq_lengths, jax.core.Tracer):
         return seq_lengths  # traced under jit: the values are checked by nobody
+    concrete = np.asarray(seq_lengths)
     if ((concrete < 0) | (concrete > steps)).any():
         where = tuple(int(i) for i in np.argwhere((concrete < 0) | (concrete > steps))[0])
         raise ValueError(
