@@ -272,3 +272,45 @@ def test_the_rule_computes_in_the_cells_dtype():
     assert {leaf.dtype for leaf in jax.tree_util.tree_leaves(got)} == {jnp.dtype(jnp.bfloat16)}
     terms = recurrent_terms(cell, x.shape, steps=TIME, gradient=True)
     assert_close(got, want, terms=terms, compute_dtype=jnp.bfloat16)
+
+
+class ReadsXTwice(UsersCell):
+    """``UsersCell`` with its ``x`` layer read a second time, outside its sum with ``h``."""
+
+    def update(self, h, a):
+        h = jnp.tanh(a["x"] + a["h"]) * jax.nn.sigmoid(a["gate"] + a["x"])
+        return h, h
+
+
+@pytest.mark.parametrize(
+    "cell_id, pairs",
+    [
+        ("LSTMCell", {"ii": "hi", "if": "hf", "ig": "hg", "io": "ho"}),
+        ("GRUCell", {"ir": "hr", "iz": "hz"}),  # not in/hn: r multiplies the h side first
+        ("MGUCell-reset_gate", {"if": "hf"}),
+        ("UsersCell", {"x": "h"}),
+        ("ReadsXTwice", {}),
+    ],
+)
+def test_the_rule_folds_an_x_and_an_h_layer_into_one_stream_only_where_update_reads_their_sum(
+    cell_id, pairs
+):
+    """The rule's tangent feeds a pair of layers as one stream only where ``update`` reads
+    the two outputs once each, in one ``add``: for ``ReadsXTwice`` it must keep them apart,
+    and its gradients still equal the plain program's."""
+    from rnnlib import linear
+    from rnnlib.plan import _sums
+
+    twice = cell_id == "ReadsXTwice"
+    cell, x = _cell_and_input("UsersCell" if twice else cell_id)
+    cell = ReadsXTwice(4) if twice else cell
+    step = x.shape[:1] + x.shape[2:]
+    bound = cell.bind(cell.create_params(jax.random.key(0), step), step, join=True)
+    carry = cell.initialize_carry(jax.random.key(1), step)
+    a = bound.named(bound.inputs(x[:, 0]), linear.run(bound.h_groups, cell.hidden(carry)))
+    assert _sums(cell.update, carry, a, bound) == pairs
+    if twice and jax_differentiates_sequence():
+        variables = rnnlib.RNN(cell).init(jax.random.key(0), x)
+        got = _run(cell, Plan(False, True, True), variables, x, carry)
+        want = _run(cell, REFERENCE, variables, x, carry)
+        assert_close(got, want, terms=recurrent_terms(cell, x.shape, steps=TIME, gradient=True))
