@@ -22,7 +22,7 @@ UV := uv==0.13.9
 install = $(1)/bin/python -m pip install --quiet $(UV) && \
 	$(1)/bin/python -m uv pip install --quiet --compile-bytecode --python $(1)/bin/python $(2)
 
-.PHONY: env book lab test test-pinned test-lowest test-floor test-arithmetic notebooks bench bench-sweep clean
+.PHONY: env book lab test test-pinned test-lowest test-floor test-arithmetic notebooks bench bench-sweep bench-linear clean
 
 env: $(VENV)/.stamp
 $(VENV)/.stamp: requirements.txt pyproject.toml
@@ -127,6 +127,10 @@ bench: env
 # Issue 24's sweep over batch x width (benchmarks/README.md): 35-44 minutes on the idle 2-core machine.
 bench-sweep: env
 	$(PY) -m benchmarks.sweep
+
+# Linear cells (minGRU, RG-LRU) step by step against one associative scan, and the LSTM.
+bench-linear: env
+	$(PY) -m benchmarks.linear_scan
 
 clean:
 	rm -rf _build $(CACHE) $(VENV) $(LOWEST) $(FLAX06) $(RGEMMA) $(FLOOR)

@@ -45,6 +45,9 @@ class LinearCellBase(RNNCellBase):
 
     #: whether ``coefficients`` returns the logarithms of ``a_t`` and ``b_t``
     log_space = False
+    #: the mode ``Plan()`` runs on a CPU, the one measured faster there for the cell
+    #: (``benchmarks/README.md``, "Linear cells"); on a GPU or TPU it takes the scan
+    scan_on_cpu = "sequential"
 
     def coefficients(self, a: dict) -> tuple:
         """``(a_t, b_t)`` (or their logs, with ``log_space``) from the layers' outputs ``a``."""

@@ -33,7 +33,7 @@ class Plan:
         kernel_gradients_after_loop: take the kernels' gradients as matmuls after the backward
             loop (default: on CPU, without ``hoist_inputs`` or ``seq_lengths``, where JAX can).
         scan: ``"sequential"``, step by step, or ``"associative"``: one ``associative_scan``, for
-            a cell linear in its carry (``LinearCellBase``; default there on GPU and TPU).
+            a cell linear in its carry (default there on GPU and TPU; on CPU, its ``scan_on_cpu``).
     """
 
     hoist_inputs: bool | None = None
@@ -71,7 +71,8 @@ def resolve(plan: Plan, cell: RNNCellBase, step_shape) -> Plan:
         join = not (cpu and above < max(h, default=0) <= up_to)
     if (after := plan.kernel_gradients_after_loop) is None:
         after = cpu and not hoist and jax_differentiates_sequence()
-    scan = plan.scan or ("associative" if linear_cell and not cpu else "sequential")
+    on_cpu = getattr(cell, "scan_on_cpu", "sequential")  # a linear cell's faster mode on a CPU
+    scan = plan.scan or ((on_cpu if cpu else "associative") if linear_cell else "sequential")
     return Plan(hoist, join, after and not linear_cell, scan)
 
 
@@ -111,9 +112,8 @@ def _sequence_jvp(how, primals, tangents):
         return carry, (y, h, [None if s is h else s for s in saved])  # h is stacked once
 
     final, (ys, hs, saved) = lax.scan(forward, carry, xs, unroll=unroll)
-    # The tangents that do not come from the step before, one matmul per group over all steps. A
-    # layer is linear in its parameters and in its input, each on its own, so the parameters'
-    # tangents enter as the layers with the tangents for parameters.
+    # The tangents that do not come from the step before, one matmul per group over all steps: a
+    # layer is linear in its parameters, so theirs enter as the layers with tangents for params.
     dbound = cell.bind(_instantiate(dparams, params), step_shape, join=True)
     dx_outs = dbound.inputs(xs)
     if not isinstance(dxs, SymbolicZero):

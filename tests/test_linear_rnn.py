@@ -308,12 +308,18 @@ def test_the_rglrus_square_root_passes_back_a_bounded_slope():
 # -- the plan's choice -----------------------------------------------------------------------
 
 
-def test_the_default_plan_runs_a_linear_cell_step_by_step_on_cpu_and_as_a_scan_elsewhere():
-    linear = resolve(Plan(), rnnlib.MinGRUCell(4), (2, 3))
-    assert linear.scan == ("sequential" if ON_CPU else "associative")
+def test_the_default_plan_runs_a_linear_cell_in_its_faster_mode_on_cpu_and_as_a_scan_elsewhere():
+    """On a CPU, each linear cell's ``scan_on_cpu`` (measured in benchmarks/linear_scan.py):
+    minGRU and minLSTM step by step, the RG-LRU as a scan; elsewhere, the scan."""
+    for cell, on_cpu in [
+        (rnnlib.MinGRUCell(4), "sequential"),
+        (rnnlib.MinLSTMCell(4), "sequential"),
+        (rnnlib.RGLRUCell(4), "associative"),
+    ]:
+        assert resolve(Plan(), cell, (2, 4)).scan == (on_cpu if ON_CPU else "associative")
+        for scan in ("sequential", "associative"):  # the user's choice wins
+            assert resolve(Plan(scan=scan), cell, (2, 4)).scan == scan
     assert resolve(Plan(), rnnlib.LSTMCell(4), (2, 3)).scan == "sequential"
-    for scan in ("sequential", "associative"):
-        assert resolve(Plan(scan=scan), rnnlib.MinGRUCell(4), (2, 3)).scan == scan
     assert REFERENCE.scan == "sequential" and resolve(REFERENCE, rnnlib.MinGRUCell(4), (2, 3))
 
 
