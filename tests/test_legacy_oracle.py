@@ -12,9 +12,7 @@ results must match.
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 from pathlib import Path
 
 import jax
@@ -24,7 +22,7 @@ import pytest
 
 import rnnlib
 from rnnlib import legacy
-from tests import tolerance
+from tests import side_env, tolerance
 
 pytestmark = [pytest.mark.pinned_env, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
@@ -58,12 +56,7 @@ RNN_FIELDS = {
 
 def require_oracle_python(python: Path) -> Path:
     """``python`` if it exists; otherwise the test fails (never skips) with the fix."""
-    if not python.exists():
-        pytest.fail(
-            f"The Flax 0.6.11 side environment is missing ({python}). "
-            "Build it with `make .venv-flax06/.stamp`."
-        )
-    return python
+    return side_env.require_python(python, "Flax 0.6.11", ".venv-flax06")
 
 
 @pytest.fixture(scope="module")
@@ -72,19 +65,8 @@ def oracle(tmp_path_factory):
     python = require_oracle_python(ORACLE_PYTHON)
     out = tmp_path_factory.mktemp("flax06") / "reference.npz"
     partitionable = int(bool(jax.config.jax_threefry_partitionable))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_"))}
-    env.update(JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3", PYTHONNOUSERSITE="1")
-    result = subprocess.run(
-        [str(python), str(SCRIPT), str(out), "--partitionable", str(partitionable)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=900,
-    )
-    if result.returncode != 0:
-        pytest.fail(f"The Flax 0.6.11 reference script failed:\n{result.stderr[-4000:]}")
-    with np.load(out) as data:
-        return {key: data[key] for key in data.files}
+    args = ("--partitionable", partitionable)
+    return side_env.run_reference(python, SCRIPT, out, *args, what="Flax 0.6.11")
 
 
 def subtree(data, prefix):

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -27,6 +26,7 @@ import pytest
 from rnnlib import migrate
 from rnnlib.migrate import main
 from rnnlib.migrate.rules import RULES, SEVERITIES
+from tests import side_env
 from tests.test_legacy_oracle import ORACLE_PYTHON, require_oracle_python
 from tests.tolerance import assert_close, assert_identical
 
@@ -48,8 +48,7 @@ IDIOMS = {
 
 
 def run(python, script, cwd, report=None):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_"))}
-    env.update(JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3", PYTHONNOUSERSITE="1")
+    env = side_env.environment()
     if report is not None:
         env["MIGRATE_REPORT"] = str(report)
     return subprocess.run(

@@ -13,9 +13,7 @@ rnnlib's modes, whose outputs, final carries and gradients must match.
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 from pathlib import Path
 
 import jax
@@ -24,7 +22,7 @@ import numpy as np
 import pytest
 
 import rnnlib
-from tests import tolerance
+from tests import side_env, tolerance
 from tests.test_legacy_oracle import subtree
 
 pytestmark = pytest.mark.pinned_env
@@ -45,12 +43,7 @@ def loss(outputs, carry):
 
 def require_oracle_python(python: Path) -> Path:
     """``python`` if it exists; otherwise the test fails (never skips) with the fix."""
-    if not python.exists():
-        pytest.fail(
-            f"The recurrentgemma side environment is missing ({python}). "
-            "Build it with `make .venv-recurrentgemma/.stamp`."
-        )
-    return python
+    return side_env.require_python(python, "recurrentgemma", ".venv-recurrentgemma")
 
 
 @pytest.fixture(scope="module")
@@ -58,15 +51,7 @@ def oracle(tmp_path_factory):
     """Every array the reference script stored, by flattened key."""
     python = require_oracle_python(ORACLE_PYTHON)
     out = tmp_path_factory.mktemp("recurrentgemma") / "reference.npz"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_"))}
-    env.update(JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3", PYTHONNOUSERSITE="1")
-    result = subprocess.run(
-        [str(python), str(SCRIPT), str(out)], capture_output=True, text=True, env=env, timeout=900
-    )
-    if result.returncode != 0:
-        pytest.fail(f"The recurrentgemma reference script failed:\n{result.stderr[-4000:]}")
-    with np.load(out) as data:
-        return {key: data[key] for key in data.files}
+    return side_env.run_reference(python, SCRIPT, out, what="recurrentgemma")
 
 
 def test_the_reference_comes_from_recurrentgemma_1_0_1(oracle):
