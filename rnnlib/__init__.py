@@ -2,10 +2,10 @@
 
 The cells (``LSTMCell``, ``OptimizedLSTMCell``, ``GRUCell``, ``MGUCell``,
 ``SimpleCell``, ``ConvLSTMCell``, and the linear ``MinGRUCell``, ``MinLSTMCell`` and
-``RGLRUCell``, which ``RNN`` also runs as one associative scan) follow FLIP 3099: each knows its ``features``,
-builds its own carry with ``initialize_carry(rng, input_shape)`` and reports
-``num_feature_axes``, which is all ``RNN`` needs to find the time axis of any
-input. ``Bidirectional`` composes two ``RNN``s; ``flip_sequences`` reverses padded
+``RGLRUCell``, which ``RNN`` also runs as one associative scan) follow FLIP 3099: each
+knows its ``features``, builds its own carry with ``initialize_carry(rng, input_shape)``
+and reports ``num_feature_axes``, which is all ``RNN`` needs to find the time axis of
+any input. ``Bidirectional`` composes two ``RNN``s; ``flip_sequences`` reverses padded
 sequences. Variables are plain dicts laid out exactly like flax.linen's.
 """
 

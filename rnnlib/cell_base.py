@@ -142,9 +142,12 @@ class Bound(NamedTuple):
 
     def step(self, carry, x_outs):
         """One step from the outputs of the layers that read ``x``: ``(new_carry, y)``."""
+        return self.cell.update(carry, self.outputs(carry, x_outs))
+
+    def outputs(self, carry, x_outs) -> dict:
+        """``update``'s ``a`` at ``carry``: the layers that read ``h`` run on ``hidden(carry)``."""
         dtype = getattr(self.cell, "dtype", None)
-        h_outs = linear.run(self.h_groups, self.cell.hidden(carry), dtype)
-        return self.cell.update(carry, self.named(x_outs, h_outs))
+        return self.named(x_outs, linear.run(self.h_groups, self.cell.hidden(carry), dtype))
 
     def named(self, x_outs, h_outs, constants=None) -> dict:
         """``update``'s ``a``: every layer's output by name."""

@@ -78,9 +78,8 @@ def resolve(plan: Plan, cell: RNNCellBase, step_shape) -> Plan:
 
 def sequence(cell: RNNCellBase, params, carry, xs, step_shape, join: bool, unroll: int = 1):
     """``(final_carry, outputs)`` of ``cell`` over axis 0 of ``xs``: the plain loop, whose
-    derivative takes the kernels' gradients as one matmul each after the loop, not a matmul per
-    step inside it; inside, only ``jax.linearize`` of ``update`` and the ``h`` layers' map.
-    Why and how: ``benchmarks/README.md``, "One contract, one rule, the plan as a value"."""
+    derivative takes each kernel's gradient as one matmul after the loop (``benchmarks/README.md``,
+    "One contract, one rule, the plan as a value")."""
     return _sequence((cell, tuple(step_shape), join, unroll), params, carry, xs)
 
 
@@ -100,13 +99,11 @@ def _sequence_jvp(how, primals, tangents):
     dtype = getattr(cell, "dtype", None)
     bound = cell.bind(params, step_shape, join=True)
     update = jax.checkpoint(cell.update, policy=lambda primitive, *_, **__: primitive in _SAVED)
-    tree = {}
+    tree, sums = {}, _sums(bound, carry, xs)
 
     def forward(carry, x):
-        h = cell.hidden(carry)
-        a = bound.named(bound.inputs(x), linear.run(bound.h_groups, h, dtype))
-        tree["sums"] = _sums(cell.update, carry, a, bound)
-        summed = {n: a.pop(n) for n in tree["sums"]}  # their tangents enter with their partners'
+        h, a = cell.hidden(carry), bound.outputs(carry, bound.inputs(x))
+        summed = {n: a.pop(n) for n in sums}  # their tangents enter with their partners'
         (carry, y), tangent = jax.linearize(lambda c, a: update(c, {**a, **summed}), carry, a)
         saved, tree["tangent"] = jax.tree_util.tree_flatten(tangent)
         return carry, (y, h, [None if s is h else s for s in saved])  # h is stacked once
@@ -120,7 +117,7 @@ def _sequence_jvp(how, primals, tangents):
         dx_outs = [a + b for a, b in zip(dx_outs, bound.inputs(dxs, bias=False))]
     dx = linear.by_name(bound.x_groups, dx_outs)
     dh = linear.by_name(bound.h_groups, linear.run(dbound.h_groups, hs, dtype))
-    dh.update({h: dh[h] + dx.pop(x) for x, h in tree["sums"].items()})  # one stream per sum
+    dh.update({h: dh[h] + dx.pop(x) for x, h in sums.items()})  # one stream per sum
     x_groups, dx_outs = _streams(bound.x_groups, dx)
     loop = bound._replace(x_groups=x_groups)
 
@@ -131,19 +128,20 @@ def _sequence_jvp(how, primals, tangents):
         saved_t = [h_t if s is None else s for s in saved_t]
         return jax.tree_util.tree_unflatten(tree["tangent"], saved_t)(dcarry, a)
 
-    dcarry = _instantiate(dcarry, carry)
     streams = (dx_outs, _streams(bound.h_groups, dh)[1], hs, saved)
-    dfinal, dys = lax.scan(tangent_step, dcarry, streams, unroll=unroll)
+    dfinal, dys = lax.scan(tangent_step, _instantiate(dcarry, carry), streams, unroll=unroll)
     return (final, ys), (dfinal, dys)
 
 
 _sequence.defjvp(_sequence_jvp, symbolic_zeros=True)
 
 
-def _sums(update, carry, a, bound) -> dict:
+def _sums(bound, carry, xs) -> dict:
     """``{x layer: h layer}`` for each pair that ``update`` reads only once, by one ``add`` of
-    equal shapes: the pair's tangent is then the sum of theirs."""
-    jaxpr = jax.make_jaxpr(update)(carry, a).jaxpr  # shapes only
+    equal shapes (the pair's tangent is then the sum of theirs): one step traced, shapes only."""
+    x = jax.tree_util.tree_map(lambda v: jax.ShapeDtypeStruct(v.shape[1:], v.dtype), xs)
+    a = jax.eval_shape(lambda c, x: bound.outputs(c, bound.inputs(x)), carry, x)
+    jaxpr = jax.make_jaxpr(bound.cell.update)(carry, a).jaxpr
     labels = jax.tree_util.tree_leaves((jax.tree_util.tree_map(lambda _: "", carry), sorted(a)))
     name = dict(zip(map(id, jaxpr.invars), labels))
     reads = collections.Counter(map(id, [v for e in jaxpr.eqns for v in e.invars] + jaxpr.outvars))
@@ -180,8 +178,7 @@ class _Probe(RNNCellBase):  # the smallest cell with a layer on h
 
 @functools.cache
 def jax_differentiates_sequence() -> bool:
-    """Whether this JAX can transpose ``sequence``'s rule (older releases fail): one tiny
-    gradient, traced once per process, shapes only."""
+    """Whether this JAX can transpose ``sequence``'s rule (older ones fail): a tiny trace."""
 
     def loss(kernel):
         xs, h = jnp.ones((3, 1, 1)), jnp.zeros((1, 2))
