@@ -50,9 +50,10 @@ class Plan:
             raise error(f"Plan expects scan 'sequential', 'associative' or None; got {scan!r}.")
 
 
-# Per number of dense layers reading h, the widths at which XLA:CPU ran their joined matmul slowly
-# in a forward pass (benchmarks/README.md, rule 7): (fewest rows per step, features above, up to).
-_SLOW_WHEN_JOINED = {3: ((0, 160, 480),), 4: ((0, 160, 416), (64, 256, 416))}
+# Per count of layers reading h, (rows per step from, to, features above, up to) where XLA:CPU
+# ran their joined matmul slowly in a forward pass (benchmarks/README.md, rule 7).
+_SLOW_WHEN_JOINED = {3: ((0, math.inf, 160, 480), (32, 128, 64, 128), (64, 256, 32, 64))}
+_SLOW_WHEN_JOINED[4] = ((0, math.inf, 256, 416), (0, 63, 160, 256))
 
 #: The plain program, for comparison (step by step, one matmul per layer, JAX's own derivatives).
 REFERENCE = Plan(False, False, False, "sequential")
@@ -66,9 +67,8 @@ def resolve(plan: Plan, cell: RNNCellBase, step_shape) -> Plan:
         h = [la for la in cell.layers(tuple(step_shape)).values() if isinstance(la, linear.Dense)]
         h = [la.features for la in h if la.reads == "h"]
         rows = math.prod(step_shape[:-1])
-        bands = [b[1:] for b in _SLOW_WHEN_JOINED.get(len(h), ()) if rows >= b[0]] or [(0, 0)]
-        above, up_to = bands[-1]
-        join = not (cpu and above < max(h, default=0) <= up_to)
+        width, bands = max(h, default=0), _SLOW_WHEN_JOINED.get(len(h), ())
+        join = not (cpu and any(r0 <= rows <= r1 and f0 < width <= f1 for r0, r1, f0, f1 in bands))
     if (after := plan.kernel_gradients_after_loop) is None:
         after = cpu and not hoist and jax_differentiates_sequence()
     on_cpu = getattr(cell, "scan_on_cpu", "sequential")  # a linear cell's faster mode on a CPU

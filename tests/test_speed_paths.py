@@ -209,6 +209,14 @@ def test_a_plan_joins_the_dense_layers_that_read_one_input_or_runs_one_matmul_ea
         (rnnlib.GRUCell, 161, 8, False),
         (rnnlib.GRUCell, 192, 64, False),
         (rnnlib.GRUCell, 481, 64, True),
+        (rnnlib.GRUCell, 128, 16, True),
+        (rnnlib.GRUCell, 128, 32, False),
+        (rnnlib.GRUCell, 128, 128, False),
+        (rnnlib.GRUCell, 128, 256, True),
+        (rnnlib.GRUCell, 64, 32, True),
+        (rnnlib.GRUCell, 64, 64, False),
+        (rnnlib.GRUCell, 64, 256, False),
+        (rnnlib.GRUCell, 32, 128, True),
         (rnnlib.LSTMCell, 192, 63, False),
         (rnnlib.LSTMCell, 192, 64, True),
         (rnnlib.LSTMCell, 320, 64, False),
@@ -218,8 +226,8 @@ def test_a_plan_joins_the_dense_layers_that_read_one_input_or_runs_one_matmul_ea
 def test_on_cpu_the_forward_pass_runs_one_matmul_per_layer_between_two_widths(
     make, features, rows, joined
 ):
-    """XLA:CPU runs a joined matmul of some widths slowly (benchmarks/README.md, rule 7); the
-    bands depend on how many layers read h (3 for a GRU, 4 for an LSTM) and on the rows."""
+    """XLA:CPU runs a joined matmul of some widths and rows slowly (benchmarks/README.md, rule
+    7); the bands depend on how many layers read h (3 for a GRU, 4 for an LSTM)."""
     cell = make(features)
     assert resolve(Plan(), cell, (rows, 16)).join_layers == (joined or not ON_CPU)
     x = jax.ShapeDtypeStruct((rows, 3, 16), jnp.float32)
