@@ -19,9 +19,11 @@ LSTM): its ratio to the original is that point's A/A range, what the machine's n
 alone makes of one program against itself.
 
 What it writes to ``--out`` (default ``benchmarks/results``): ``<name>.json`` with
-every measurement, ``<name>.md`` with issue 24's targets, the run's noise (``run_noise``)
-and one ratio table per cell, mode and input width, and ``<name>.png``, the heat map of
-rnnlib / linen over the grid.
+every measurement, ``<name>.md`` with the misses by the standing rule (``standing_misses``:
+above the run's highest A/A ratio, or, given ``--previous``, above a point's own A/A range in
+two sweeps in a row), issue 24's targets, the run's noise (``run_noise``) and one ratio table
+per cell, mode and input width, and ``<name>.png``, the heat map of rnnlib / linen over the
+grid. ``--render`` writes the last two again from a saved ``<name>.json``.
 Benchmarks are not tests: nothing here asserts a time.
 """
 
@@ -276,6 +278,58 @@ def run_noise(report: dict, mode: str, key: str = "median_s") -> RunNoise | None
     )
 
 
+def repeated_misses(report: dict, previous: dict, mode: str, key: str = "median_s"):
+    """``(point, Comparison now, Comparison before)`` for the points above 1.0 and above their
+    own A/A range in ``report`` and, at the same label, in ``previous`` too."""
+    before = {_name(p): c for p, c in _comparisons(previous, mode, key)}
+    return [
+        (p, c, before[_name(p)])
+        for p, c in _comparisons(report, mode, key)
+        if not c.met and _name(p) in before and not before[_name(p)].met
+    ]
+
+
+def standing_misses(report: dict, previous: dict | None, mode: str) -> dict[str, list[str]]:
+    """The running-time misses of ``mode`` by the standing rule: a point above the run's highest
+    A/A ratio, or above its own A/A range in this sweep and in ``previous`` (when given)."""
+    noise = run_noise(report, mode)
+    top = max(1.0, noise.aa[2]) if noise else 1.0
+    out = {
+        "above the run's highest A/A ratio": [
+            f"{_name(p)} {c.ratio:.3f}" for p, c in _comparisons(report, mode) if c.ratio > top
+        ]
+    }
+    if previous is not None:
+        out["above their own A/A range in both sweeps"] = [
+            f"{_name(p)} {now.ratio:.3f} (before {then.ratio:.3f})"
+            for p, now, then in repeated_misses(report, previous, mode)
+        ]
+    return out
+
+
+def _standing_section(report: dict, previous: dict | None) -> list[str]:
+    against = (
+        f", or above its own A/A range here and in the sweep before it "
+        f"(`{previous['name']}`, {len(previous['points'])} points)"
+        if previous
+        else " (no previous sweep given: `--previous JSON` adds the second clause)"
+    )
+    lines = [
+        "## Misses by the standing rule",
+        "",
+        f"A running-time point misses when its ratio lies above the run's highest A/A ratio"
+        f"{against}. Geometric means over the LSTM and GRU points:",
+        "",
+    ]
+    for mode in ("train", "forward"):
+        geo = _geomean(c.ratio for _, c in _comparisons(report, mode, cells=DENSE))
+        lines.append(f"- {TITLES[mode]}: geometric mean {_fmt(geo)}")
+        for what, names in standing_misses(report, previous, mode).items():
+            lines.append(f"  - {what}: {len(names)}" + (f" ({'; '.join(names)})" if names else ""))
+    first = _geomean(c.ratio for m in MODES for _, c in _comparisons(report, m, "first_call_s"))
+    return lines + [f"- first calls, both modes: geometric mean {_fmt(first)}", ""]
+
+
 def _fmt(value):
     return "n/a" if value is None else f"{value:.2f}"
 
@@ -319,7 +373,7 @@ def _table(report, cell, divisor, mode, key):
 TITLES = {"train": "forward + backward (jax.grad)", "forward": "forward"}
 
 
-def markdown(report: dict) -> str:
+def markdown(report: dict, previous: dict | None = None) -> str:
     settings = report["settings"]
     lines = [
         f"# Sweep: {report['name']}",
@@ -339,6 +393,7 @@ def markdown(report: dict) -> str:
         "copies. **Bold**: above 1.0 and above the A/A range, a miss (of target 1 in the "
         "running-time tables, of target 3 in the first-call tables).",
         "",
+        *_standing_section(report, previous),
         "## Issue 24's targets",
         "",
         "| target | measured | limit | met |",
@@ -702,6 +757,22 @@ def main(argv=None) -> int:
             "of these three the ConvLSTM is left out and --name is required",
         )
     parser.add_argument(
+        "--previous",
+        type=Path,
+        default=None,
+        metavar="JSON",
+        help="the sweep before this one: its points above their own A/A range are checked "
+        "against this run's (a miss in two sweeps in a row)",
+    )
+    parser.add_argument(
+        "--render",
+        type=Path,
+        default=None,
+        metavar="JSON",
+        help="time nothing: write the markdown and heat map of a sweep's report again "
+        "(with --previous, next to the sweep before it)",
+    )
+    parser.add_argument(
         "--estimate-from",
         type=Path,
         default=None,
@@ -731,6 +802,19 @@ def main(argv=None) -> int:
             f"{settings}: about {estimate / 60:.0f} minutes on the machine of "
             f"{args.estimate_from}"
         )
+        return 0
+
+    # The sweep before is named by its file: two sweeps may share a run name.
+    previous = (
+        dict(json.loads(args.previous.read_text()), name=args.previous.stem)
+        if args.previous
+        else None
+    )
+    if args.render:
+        report = json.loads(args.render.read_text())
+        args.render.with_suffix(".md").write_text(markdown(report, previous))
+        plot(report, args.render.with_suffix(".png"))
+        print(markdown(report, previous))
         return 0
 
     import flax
@@ -770,9 +854,9 @@ def main(argv=None) -> int:
         report["full_sweep_estimate_s"] = estimate_seconds(samples, GRID, FULL_SETTINGS, overhead)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{name}.json").write_text(json.dumps(report, indent=1))
-    (args.out / f"{name}.md").write_text(markdown(report))
+    (args.out / f"{name}.md").write_text(markdown(report, previous))
     plot(report, args.out / f"{name}.png")
-    print(markdown(report))
+    print(markdown(report, previous))
     if report.get("full_sweep_estimate_s"):
         print(
             f"\nEstimated full sweep on this machine, under the load of this run: "

@@ -259,6 +259,58 @@ def test_the_markdown_shows_the_runs_noise_next_to_the_targets():
     assert row in text
 
 
+def _two_sweeps():
+    # The same four GRU points twice. rnnlib lies above its own A/A range at H32 in both
+    # sweeps, at H64 only in the first, at H96 only in the second; in the second, H128 lies
+    # above that run's highest A/A ratio (1.05), which no other point of it passes.
+    def run(ratios, again):
+        return _report(
+            [
+                _point("GRU", 8, 32 * (k + 1), 16, _times(r, again=a))
+                for k, (r, a) in enumerate(zip(ratios, again))
+            ]
+        )
+
+    before = run([1.05, 1.04, 0.99, 0.90], [1.00, 1.01, 1.00, 1.02])
+    now = run([1.03, 1.00, 1.04, 1.30], [1.00, 1.02, 1.01, 1.05])
+    return before, now
+
+
+def test_a_miss_in_two_sweeps_in_a_row_is_found_by_label():
+    before, now = _two_sweeps()
+    found = sweep.repeated_misses(now, before, "train")
+    assert [(p["label"], round(c.ratio, 2), round(b.ratio, 2)) for p, c, b in found] == [
+        ("B8 T64 I16 H32", 1.03, 1.05)
+    ]
+
+
+def test_the_standing_rule_names_points_above_the_runs_highest_a_a_and_repeated_misses():
+    before, now = _two_sweeps()
+    misses = sweep.standing_misses(now, before, "forward")
+    assert misses == {
+        "above the run's highest A/A ratio": ["GRU B8 T64 I16 H128 1.300"],
+        "above their own A/A range in both sweeps": ["GRU B8 T64 I16 H32 1.030 (before 1.050)"],
+    }
+    alone = sweep.standing_misses(now, None, "forward")
+    assert list(alone) == ["above the run's highest A/A ratio"]
+    text = sweep.markdown(now, before)
+    assert "## Misses by the standing rule" in text
+    assert "  - above their own A/A range in both sweeps: 1 (GRU B8 T64 I16 H32" in text
+
+
+def test_render_rewrites_a_saved_sweeps_report_next_to_the_one_before(tmp_path, capsys):
+    import json
+
+    before, now = _two_sweeps()
+    (tmp_path / "before.json").write_text(json.dumps(before))
+    (tmp_path / "now.json").write_text(json.dumps(now))
+    argv = ["--render", str(tmp_path / "now.json"), "--previous", str(tmp_path / "before.json")]
+    assert sweep.main(argv) == 0
+    text = (tmp_path / "now.md").read_text()
+    assert "in the sweep before it (`before`, 4 points)" in text
+    assert (tmp_path / "now.png").stat().st_size > 0
+
+
 def test_the_heat_map_is_written_from_a_report(tmp_path):
     path = tmp_path / "sweep.png"
     sweep.plot(_lstm_and_conv_report(), path)
