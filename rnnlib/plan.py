@@ -30,8 +30,8 @@ class Plan:
             (default: on GPU and TPU, not on CPU).
         join_layers: one matmul for all the dense layers that read one input, their kernels
             concatenated (default: yes, except on CPU at widths where XLA runs it slowly).
-        kernel_gradients_after_loop: take the kernels' gradients as matmuls after the backward
-            loop (default: on CPU, without ``hoist_inputs`` or ``seq_lengths``, where JAX can).
+        kernel_gradients_after_loop: kernel gradients as matmuls after the backward loop
+            (default: on CPU without ``hoist_inputs`` or ``seq_lengths`` where JAX can and it pays).
         scan: ``"sequential"``, step by step, or ``"associative"``: one ``associative_scan``, for
             a cell linear in its carry (default there on GPU and TPU; on CPU, its ``scan_on_cpu``).
     """
@@ -50,10 +50,11 @@ class Plan:
             raise error(f"Plan expects scan 'sequential', 'associative' or None; got {scan!r}.")
 
 
-# Per count of layers reading h, (rows per step from, to, features above, up to) where XLA:CPU
-# ran their joined matmul slowly in a forward pass (benchmarks/README.md, rule 7).
+# Per count of layers reading h, (rows per step from, to, features above, up to) where XLA:CPU ran
+# a joined matmul slowly in a forward pass (rule 7), or the rule slower than JAX's own derivative.
 _SLOW_WHEN_JOINED = {3: ((0, math.inf, 160, 480), (32, 128, 64, 128), (64, 256, 32, 64))}
 _SLOW_WHEN_JOINED[4] = ((0, math.inf, 256, 416), (0, 63, 160, 256))
+_SLOW_AFTER_LOOP = {3: ((128, math.inf, 256, 512),)}
 
 #: The plain program, for comparison (step by step, one matmul per layer, JAX's own derivatives).
 REFERENCE = Plan(False, False, False, "sequential")
@@ -63,23 +64,25 @@ def resolve(plan: Plan, cell: RNNCellBase, step_shape) -> Plan:
     """``plan`` with every ``None`` chosen from the backend and one step's input shape."""
     cpu, linear_cell = jax.default_backend() == "cpu", callable(getattr(cell, "coefficients", None))
     hoist = not cpu if plan.hoist_inputs is None else plan.hoist_inputs
-    if (join := plan.join_layers) is None:  # XLA:CPU runs some joined widths slowly
-        h = [la for la in cell.layers(tuple(step_shape)).values() if isinstance(la, linear.Dense)]
-        h = [la.features for la in h if la.reads == "h"]
-        rows = math.prod(step_shape[:-1])
-        width, bands = max(h, default=0), _SLOW_WHEN_JOINED.get(len(h), ())
-        join = not (cpu and any(r0 <= rows <= r1 and f0 < width <= f1 for r0, r1, f0, f1 in bands))
+    h = [la for la in cell.layers(tuple(step_shape)).values() if isinstance(la, linear.Dense)]
+    h = [la.features for la in h if la.reads == "h"]
+    rows, width = math.prod(step_shape[:-1]), max(h, default=0)
+
+    def slow(bands):  # on XLA:CPU, inside one of the bands measured (benchmarks/README.md)
+        bands = bands.get(len(h), ())
+        return cpu and any(r0 <= rows <= r1 and f0 < width <= f1 for r0, r1, f0, f1 in bands)
+
+    join = not slow(_SLOW_WHEN_JOINED) if plan.join_layers is None else plan.join_layers
     if (after := plan.kernel_gradients_after_loop) is None:
-        after = cpu and not hoist and jax_differentiates_sequence()
+        after = cpu and not hoist and not slow(_SLOW_AFTER_LOOP) and jax_differentiates_sequence()
     on_cpu = getattr(cell, "scan_on_cpu", "sequential")  # a linear cell's faster mode on a CPU
     scan = plan.scan or ((on_cpu if cpu else "associative") if linear_cell else "sequential")
     return Plan(hoist, join, after and not linear_cell, scan)
 
 
 def sequence(cell: RNNCellBase, params, carry, xs, step_shape, join: bool, unroll: int = 1):
-    """``(final_carry, outputs)`` of ``cell`` over axis 0 of ``xs``: the plain loop, whose
-    derivative takes each kernel's gradient as one matmul after the loop (``benchmarks/README.md``,
-    "One contract, one rule, the plan as a value")."""
+    """``(final_carry, outputs)`` of ``cell`` over axis 0 of ``xs``: the plain loop, its derivative
+    taking each kernel's gradient as one matmul after the loop (``benchmarks/README.md``)."""
     return _sequence((cell, tuple(step_shape), join, unroll), params, carry, xs)
 
 

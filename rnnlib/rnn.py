@@ -66,12 +66,10 @@ class RNN(Module):
         unroll: steps per iteration of the underlying ``lax.scan`` loop.
         plan: how it runs (a loop, or an associative scan), ``rnnlib.Plan()``; never the numbers.
 
-    ``apply`` takes each field but ``cell``, ``unroll`` and ``plan`` again, and ``initial_carry``
-    (default: ``cell.initialize_carry(init_key, ...)``), ``init_key`` (default
-    ``jax.random.key(0)``) and ``seq_lengths``, ints shaped ``(*batch)``. Outputs at padded steps
-    are computed but meaningless; the carry of each sequence is the one after its last valid
-    step. A sequence of length 0 returns its initial carry (flax.linen's ``RNN`` returns the carry
-    after the last padded step).
+    ``apply`` takes the fields but ``cell``, ``unroll`` and ``plan`` again, ``initial_carry``
+    (default ``cell.initialize_carry(init_key, ...)``, ``init_key`` default ``jax.random.key(0)``)
+    and ``seq_lengths`` (ints, ``(*batch)``): padded steps' outputs are meaningless; each carry
+    follows its last valid step; length 0 gives the initial carry (flax.linen: the last padded one).
     """
 
     cell: RNNCellBase
@@ -161,8 +159,7 @@ def _scan(cell, params, step_shape, carry, inputs, seq_lengths, unroll, plan):
         return associative(bound, carry, inputs, seq_lengths)
     step = bound.step if plan.hoist_inputs else bound.__call__  # a method: scan keeps a weakref
     inputs = bound.inputs(inputs) if plan.hoist_inputs else inputs
-    # lax.scan needs a carry whose dtype a step keeps: a float32 carry meeting complex inputs
-    # comes out complex, a cell computing in bfloat16 returns bfloat16. Cast it to that.
+    # lax.scan needs a carry of the dtype a step returns (complex inputs, a bfloat16 cell): cast.
     x = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape[1:], a.dtype), inputs)
     out = jax.eval_shape(lambda c, x: step(c, x)[0], carry, x)
     carry = jax.tree_util.tree_map(lambda c, o: jnp.asarray(c, o.dtype), carry, out)
