@@ -38,8 +38,8 @@ class RNNCellBase(Module):
                 )
 
     def initialize_carry(self, rng, input_shape: Sequence[int]) -> Any:
-        """The initial carry for one step's input of shape ``input_shape``: by default ``h``,
-        ``(*batch, features)``, from the cell's ``carry_init`` (zeros) with ``rng`` whole."""
+        """The initial carry for one step's input of shape ``input_shape``: by default
+        ``h``, ``(*batch, features)``, from ``carry_init`` (zeros) with ``rng`` whole."""
         if not hasattr(self, "features"):
             raise NotImplementedError(_missing(self, "initialize_carry"))
         init = getattr(self, "carry_init", jax.nn.initializers.zeros)

@@ -59,7 +59,7 @@ class LSTMCell(RNNCellBase):
     carry_init: Callable[..., Any] = jax.nn.initializers.zeros
 
     def initialize_carry(self, rng, input_shape):
-        """``(c, h)``, each ``(*batch, features)`` for ``input_shape = (*batch, channels)``;
+        """``(c, h)``, each ``(*batch, features)`` for inputs ``(*batch, channels)``;
         ``rng`` is split in two, one key for ``c`` and one for ``h``."""
         make = super().initialize_carry
         return tuple(make(k, input_shape) for k in jax.random.split(rng))
