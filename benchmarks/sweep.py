@@ -187,6 +187,16 @@ def _name(point):
     return f"{point['cell']} {point['label']}"
 
 
+def _dense_geomean(report: dict, mode: str):
+    """The geometric mean of rnnlib / linen's running time over the LSTM and GRU points."""
+    return _geomean(c.ratio for _, c in _comparisons(report, mode, cells=DENSE))
+
+
+def _first_calls(report: dict) -> list:
+    """``(point, Comparison)`` of the first calls, both modes, every cell."""
+    return [pc for mode in MODES for pc in _comparisons(report, mode, "first_call_s")]
+
+
 def targets(report: dict) -> list[Target]:
     """Issue 24's targets, checked on ``report``: (1) at every point rnnlib at or
     below linen, or inside that point's A/A range, forward + backward and forward;
@@ -210,7 +220,7 @@ def targets(report: dict) -> list[Target]:
             )
         )
     for mode in ("train", "forward"):
-        geo = _geomean(c.ratio for _, c in _comparisons(report, mode, cells=DENSE))
+        geo = _dense_geomean(report, mode)
         out.append(
             Target(
                 f"(2) geometric mean over the grid (LSTM and GRU), {titles[mode]}",
@@ -219,7 +229,7 @@ def targets(report: dict) -> list[Target]:
                 None if geo is None else geo <= GEOMEAN_LIMIT,
             )
         )
-    pairs = [pc for mode in MODES for pc in _comparisons(report, mode, "first_call_s")]
+    pairs = _first_calls(report)
     misses = tuple(
         f"{_name(p)}: {c.ratio:.2f} (level up to {c.limit:.2f})" for p, c in pairs if not c.met
     )
@@ -322,11 +332,10 @@ def _standing_section(report: dict, previous: dict | None) -> list[str]:
         "",
     ]
     for mode in ("train", "forward"):
-        geo = _geomean(c.ratio for _, c in _comparisons(report, mode, cells=DENSE))
-        lines.append(f"- {TITLES[mode]}: geometric mean {_fmt(geo)}")
+        lines.append(f"- {TITLES[mode]}: geometric mean {_fmt(_dense_geomean(report, mode))}")
         for what, names in standing_misses(report, previous, mode).items():
             lines.append(f"  - {what}: {len(names)}" + (f" ({'; '.join(names)})" if names else ""))
-    first = _geomean(c.ratio for m in MODES for _, c in _comparisons(report, m, "first_call_s"))
+    first = _geomean(c.ratio for _, c in _first_calls(report))
     return lines + [f"- first calls, both modes: geometric mean {_fmt(first)}", ""]
 
 
@@ -812,9 +821,9 @@ def main(argv=None) -> int:
     )
     if args.render:
         report = json.loads(args.render.read_text())
-        args.render.with_suffix(".md").write_text(markdown(report, previous))
+        args.render.with_suffix(".md").write_text(text := markdown(report, previous))
         plot(report, args.render.with_suffix(".png"))
-        print(markdown(report, previous))
+        print(text)
         return 0
 
     import flax
@@ -854,9 +863,9 @@ def main(argv=None) -> int:
         report["full_sweep_estimate_s"] = estimate_seconds(samples, GRID, FULL_SETTINGS, overhead)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{name}.json").write_text(json.dumps(report, indent=1))
-    (args.out / f"{name}.md").write_text(markdown(report, previous))
+    (args.out / f"{name}.md").write_text(text := markdown(report, previous))
     plot(report, args.out / f"{name}.png")
-    print(markdown(report, previous))
+    print(text)
     if report.get("full_sweep_estimate_s"):
         print(
             f"\nEstimated full sweep on this machine, under the load of this run: "
