@@ -428,6 +428,25 @@ def chosen_settings(parser, args, quick: dict, full: dict) -> dict:
     return settings
 
 
+def describe_machine(cpuinfo: str = "/proc/cpuinfo") -> str:
+    """The processor by name, family, model and cache (the plan's bands are where XLA:CPU ran
+    slowly on one machine, so a report says which), its cores, and JAX's devices."""
+    try:
+        with open(cpuinfo) as info:  # the first processor's fields
+            lines = info.read().split("\n\n")[0].splitlines()
+        fields = {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in lines)}
+    except OSError:
+        fields = {}
+    cpu = fields.get("model name") or platform.processor() or platform.machine()
+    if "cpu family" in fields:
+        cpu += f" (family {fields['cpu family']}, model {fields.get('model')}, "
+        cpu += f"cache {fields.get('cache size')})"
+    return (
+        f"{cpu}, {platform.machine()}, {os.cpu_count()} CPU cores, "
+        f"{jax.device_count()} x {jax.devices()[0].device_kind} ({jax.default_backend()})"
+    )
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -476,8 +495,7 @@ def main(argv=None) -> int:
             results[config_name][cell] = measure(config, cell, names=names, **settings)
     report = {
         "name": name,
-        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores, "
-        f"{jax.device_count()} x {jax.devices()[0].device_kind} ({jax.default_backend()})",
+        "machine": describe_machine(),
         "versions": {"jax": jax.__version__, "flax": flax.__version__},
         "runs": settings["runs"],
         "first_calls": settings["first_calls"],

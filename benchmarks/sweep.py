@@ -34,7 +34,6 @@ import dataclasses
 import json
 import math
 import os
-import platform
 import time
 from pathlib import Path
 
@@ -42,7 +41,7 @@ import jax
 import numpy as np
 
 from benchmarks.contenders import AGAIN, OPTIMIZED, OPTIMIZED_AGAIN
-from benchmarks.run import MAX_ROUNDS, MODES, _geomean, chosen_settings, measure
+from benchmarks.run import MAX_ROUNDS, MODES, _geomean, chosen_settings, describe_machine, measure
 
 
 @dataclasses.dataclass(frozen=True)
@@ -849,8 +848,7 @@ def main(argv=None) -> int:
         )
     report = {
         "name": name,
-        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores, "
-        f"{jax.device_count()} x {jax.devices()[0].device_kind} ({jax.default_backend()})",
+        "machine": describe_machine(),
         "versions": {"jax": jax.__version__, "flax": flax.__version__},
         "settings": settings,
         "grid": dataclasses.asdict(grid),

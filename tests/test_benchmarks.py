@@ -2,6 +2,8 @@
 compute the same outputs and the same gradients. (Times are never asserted.)"""
 
 import json
+import os
+import platform
 
 import jax
 import jax.numpy as jnp
@@ -392,3 +394,19 @@ def test_the_linear_scan_contenders_compute_the_same_minGRU_and_the_a_a_copy_com
         assert_close(got, want, terms=terms)
     assert built[linear_scan.AGAIN].forward._cache_size() == 1
     assert reference.forward._cache_size() == 1
+
+
+def test_a_report_names_the_processor_from_its_first_entry_in_cpuinfo(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    first = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\n"
+    first += "model name\t: AMD EPYC 7B13\ncache size\t: 512 KB\n"
+    cpuinfo.write_text(first + "\nprocessor\t: 1\nmodel name\t: Other CPU\n")
+    described = run.describe_machine(str(cpuinfo))
+    assert described.startswith("AMD EPYC 7B13 (family 25, model 1, cache 512 KB), ")
+    assert f"{os.cpu_count()} CPU cores" in described and "Other CPU" not in described
+
+
+def test_without_cpuinfo_a_report_falls_back_to_what_python_knows(tmp_path):
+    described = run.describe_machine(str(tmp_path / "absent"))
+    assert described.startswith(f"{platform.processor() or platform.machine()}, ")
+    assert "family" not in described
