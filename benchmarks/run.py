@@ -437,12 +437,12 @@ def describe_machine(cpuinfo: str = "/proc/cpuinfo") -> str:
         fields = {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in lines)}
     except OSError:
         fields = {}
-    cpu = fields.get("model name") or platform.processor() or platform.machine()
-    if "cpu family" in fields:
-        cpu += f" (family {fields['cpu family']}, model {fields.get('model')}, "
-        cpu += f"cache {fields.get('cache size')})"
+    cpu = platform.processor() or platform.machine()
+    if "model name" in fields:
+        cpu = f"{fields['model name']} (family {fields.get('cpu family')}, model "
+        cpu += f"{fields.get('model')}, cache {fields.get('cache size')}), {platform.machine()}"
     return (
-        f"{cpu}, {platform.machine()}, {os.cpu_count()} CPU cores, "
+        f"{cpu}, {os.cpu_count()} CPU cores, "
         f"{jax.device_count()} x {jax.devices()[0].device_kind} ({jax.default_backend()})"
     )
 
