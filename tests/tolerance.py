@@ -78,6 +78,20 @@ def recurrent_terms(cell, x_shape, *, steps: int, gradient: bool = False) -> int
     return terms
 
 
+def log_space_terms(steps: int, largest_log_b: float) -> float:
+    """Extra ``terms`` for a scan in log space (``rnnlib.linear_rnn.log_combine``) against
+    the same recurrence run in linear space.
+
+    The scan adds logarithms and exponentiates their sums. A contribution ``exp(L)`` with
+    ``L = log b_j + (log a_{j+1} + ... + log a_t)`` carries an absolute error of about
+    ``eps * |L|`` in ``L``, so a relative error of ``eps * |L|`` after ``exp``: an error
+    ``eps * exp(L) * |L|``. The decays' logs are negative, and ``s * exp(-s) <= 1/e``, so
+    with ``K = 1 + max(0, largest log b_j)`` each contribution's error is at most about
+    ``eps * K`` times its size: ``K**2`` terms per step, over ``steps`` steps.
+    """
+    return steps * (1.0 + max(0.0, float(largest_log_b))) ** 2
+
+
 def _numpy(x):
     x = jnp.asarray(x)
     if x.dtype == jnp.bfloat16:
