@@ -70,7 +70,8 @@ def assert_modes_agree(results, cell, x_shape, steps, dtype, variables, x):
     (values, grads), (values_a, grads_a) = results["sequential"], results["associative"]
     extra = 0.0
     if getattr(cell, "log_space", False):
-        extra = log_space_terms(steps, np.max(paper_log_b(cell, variables["params"]["cell"], x)))
+        _, b = paper_coefficients(type(cell).__name__, variables["params"]["cell"], x)
+        extra = log_space_terms(steps, np.log(np.max(b)))
     terms = recurrent_terms(cell, x_shape, steps=steps) + extra
     assert_close(values_a, values, terms=terms, compute_dtype=dtype, label="values")
     terms = recurrent_terms(cell, x_shape, steps=steps, gradient=True) + extra
@@ -202,38 +203,26 @@ def _g(v):
     return np.where(v >= 0, v + 0.5, _sigmoid(v))
 
 
-def _softplus(v):
-    return np.logaddexp(0.0, v)
-
-
-def _log_g(v):
-    return np.where(v >= 0, np.log(np.maximum(v, 0.0) + 0.5), -_softplus(-v))
-
-
-def paper_log_b(cell, params, x):
-    """``log b_t`` of a min cell at every step of ``x``, from the paper's formulas in float64."""
+def paper_coefficients(name, params, x):
+    """``(a_t, b_t)`` of ``h_t = a_t h_{t-1} + b_t`` as the cell's paper writes them, in
+    float64 NumPy, at every step of ``x`` (any layout, channels last)."""
     p = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), params)
     x = np.asarray(x, np.float64)
     dense = {k: x @ p[k]["kernel"] + p[k]["bias"] for k in p}
-    if isinstance(cell, rnnlib.MinGRUCell):  # b = z g(v)
-        return -_softplus(-dense["gate"]) + _log_g(dense["candidate"])
-    d = _softplus(-dense["forget"]) - _softplus(-dense["input"])  # b = i / (f + i) g(v)
-    return -_softplus(-d) + _log_g(dense["candidate"])
+    if name == "MinGRUCell":  # h = (1 - z) h + z g(candidate)
+        z = _sigmoid(dense["gate"])
+        return 1 - z, z * _g(dense["candidate"])
+    # minLSTM: normalised forget and input gates
+    f, i = _sigmoid(dense["forget"]), _sigmoid(dense["input"])
+    return f / (f + i), i / (f + i) * _g(dense["candidate"])
 
 
 def paper_loop(name, params, x, h):
     """The cell's recurrence as its paper writes it, one step after another, in float64
     NumPy: ``x`` is ``(time, batch, channels)``, ``h`` the initial ``(batch, features)``."""
-    p = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), params)
-    dense = {k: (lambda v, k=k: v @ p[k]["kernel"] + p[k]["bias"]) for k in p}
     outputs = []
-    for x_t in np.asarray(x, np.float64):
-        if name == "MinGRUCell":  # h = (1 - z) h + z g(candidate)
-            z = _sigmoid(dense["gate"](x_t))
-            h = (1 - z) * h + z * _g(dense["candidate"](x_t))
-        else:  # minLSTM: normalised forget and input gates
-            f, i = _sigmoid(dense["forget"](x_t)), _sigmoid(dense["input"](x_t))
-            h = f / (f + i) * h + i / (f + i) * _g(dense["candidate"](x_t))
+    for a_t, b_t in zip(*paper_coefficients(name, params, x)):
+        h = a_t * h + b_t
         outputs.append(h)
     return h, np.stack(outputs)
 
