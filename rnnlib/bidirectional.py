@@ -35,7 +35,7 @@ class Bidirectional(Module):
         backward_rnn: the same for the backward pass. When both directions share one cell object
             (the same ``RNN``, or two ``RNN`` modules around one cell), they share its parameters,
             which then live under ``forward_rnn`` only, as in Flax.
-        merge_fn: combines the two output sequences (default: concatenate on the last axis).
+        merge_fn: a function, not a module, of the two output sequences (default: concatenate).
         time_major: whether time is the first axis.
         return_carry: also return ``(carry_forward, carry_backward)``.
 
@@ -60,10 +60,12 @@ class Bidirectional(Module):
                     f"Bidirectional expects {name} to be an rnnlib.RNN (or a module with its init "
                     f"and apply); got {'the cell ' * cell}{describe(rnn)}.{hint}"
                 )
-        if not callable(self.merge_fn):
+        if not callable(merge := self.merge_fn) or flax_family(merge):  # Flax's: a submodule
             raise TypeError(
                 "Bidirectional expects merge_fn to be a function of the two output sequences, "
-                f"such as rnnlib.bidirectional.concatenate; got {self.merge_fn!r}."
+                "such as rnnlib.bidirectional.concatenate; got "
+                f"{describe(merge) if flax_family(merge) else repr(merge)}. A merge with "
+                "parameters goes in a layer after a concatenating Bidirectional."
             )
         check_flags("Bidirectional", self, flags=("time_major", "return_carry"))
 

@@ -21,9 +21,8 @@ class Module:
 
     def __init_subclass__(cls, eq: bool = True, **kwargs):
         super().__init_subclass__(**kwargs)
-        # Fields without a decorator, frozen so that a module hashes under jit. Freezing is
-        # the base's __setattr__, so that @dataclasses.dataclass(frozen=True) on a subclass,
-        # as older code writes, applies again without a conflict.
+        # Fields without a decorator, frozen to hash under jit; freezing is the base's __setattr__,
+        # so @dataclasses.dataclass(frozen=True) on a subclass, as older code writes, still applies.
         dataclasses.dataclass(cls, frozen=True, repr=False, eq=eq)
         del cls.__setattr__, cls.__delattr__
         if "_call" in vars(cls) and "apply" not in vars(cls):  # apply, shown with _call's arguments
@@ -170,6 +169,5 @@ def _params_key(key):
 
 def _is_key(key) -> bool:
     dtype = getattr(key, "dtype", None)
-    if dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
-        return True
-    return dtype == np.uint32 and np.shape(key) == (2,)
+    typed = dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
+    return typed or (dtype == np.uint32 and np.shape(key) == (2,))

@@ -249,9 +249,13 @@ def test_stacked_rnn_refuses_layers_whose_axes_disagree_naming_both(layers, word
         (lambda: Bidirectional(RNN(GRUCell(4)), 3), "backward_rnn to be an rnnlib.RNN"),
         (lambda: Bidirectional(nn.RNN(nn.GRUCell(4)), RNN(GRUCell(4))), "flax.linen.RNN"),
         (lambda: Bidirectional(RNN(GRUCell(4)), RNN(GRUCell(4)), merge_fn=3), "merge_fn"),
+        (
+            lambda: Bidirectional(RNN(GRUCell(4)), RNN(GRUCell(4)), merge_fn=nn.Dense(4)),
+            "got flax.linen.Dense(features=4). A merge with parameters goes in a layer after",
+        ),
         (lambda: Bidirectional(RNN(GRUCell(4)), RNN(GRUCell(4)), time_major=1), "a bool"),
     ],
-    ids=["cells", "not-a-module", "flax-rnn", "merge-fn", "time-major"],
+    ids=["cells", "not-a-module", "flax-rnn", "merge-fn", "flax-merge", "time-major"],
 )
 def test_bidirectional_checks_its_arguments_at_construction(build, words):
     with _raises(TypeError, "Bidirectional expects", words):
