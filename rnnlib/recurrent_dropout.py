@@ -56,8 +56,9 @@ class RecurrentDropoutCell(RNNCellBase):
     ``recurrent_dropout`` and ``input_dropout`` inside an ``nn.RNN`` whose ``split_rngs``
     has ``'dropout': False`` (the same key at every step): ``rnnlib.dropout.linen_key(key,
     *path, name, 2)``. The count is 2, not 1, because ``nn.RNN``'s scan traces the cell
-    twice (once to learn the carry's shapes, once for the loop) without resetting the
-    cell's rng counter, and the loop uses the second trace's key (flax 0.10 to 0.12).
+    twice (first to check which values stay the same at every step, as ``nn.scan`` does
+    with ``check_constancy_invariants``, then for the loop) without resetting the cell's
+    rng counter, and the loop uses the second trace's key (flax 0.10 to 0.12).
     """
 
     cell: RNNCellBase

@@ -113,8 +113,8 @@ class RGLRUCell(LinearCellBase):
 
     The parameters are ``recurrentgemma``'s ``RGLRU(width=features, num_heads=num_heads)``'s:
     ``a_param``, and ``w`` and ``b`` (``(num_heads, features / num_heads)``) under ``input_gate``
-    and ``a_gate``; with the same parameters the two give the same numbers
-    (``tests/test_rglru_oracle.py``). One difference: at a position whose ``segment_pos`` is 0
+    and ``a_gate``; with the same parameters the two give the same numbers (recurrentgemma
+    1.0.1). One difference: at a position whose ``segment_pos`` is 0
     (a document's start) ``recurrentgemma`` drops the carry and skips the factor
     :math:`\sqrt{1 - a_t^2}`; this cell applies its equation at every step, from the carry it
     is given.
