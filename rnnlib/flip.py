@@ -21,8 +21,7 @@ def flip_sequences(inputs, seq_lengths, num_batch_dims: int, time_major: bool):
     Arguments:
         inputs: ``(*batch, time, *signal, channels)``, or ``(time, *batch, *signal, channels)`` when
             ``time_major``.
-        seq_lengths: ints shaped ``(*batch)``, each in ``[0, time]``; ``None`` flips every sequence
-            whole.
+        seq_lengths: ints shaped ``(*batch)``, each in ``[0, time]``; ``None`` flips each whole.
         num_batch_dims: ``len(batch)``.
         time_major: whether time is the first axis.
     """

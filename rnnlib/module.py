@@ -82,8 +82,9 @@ def describe(module) -> str:
     """``Name(field=value, ...)`` with the required fields and those changed from their defaults:
     rnnlib's ``repr``, and how errors name a module. A Flax module is named with its library and
     the fields that shape its input, ``flax.linen.RNN(cell=LSTMCell(features=8))``."""
-    if flax_family(module):
-        return f"{flax_family(module)}.{_describe_flax(module)}"
+    if family := flax_family(module):  # a user's subclass is not named as if Flax shipped it
+        own = type(module).__module__.startswith(family)
+        return f"{family}{'.' if own else ' module '}{_describe_flax(module)}"
     if not dataclasses.is_dataclass(module) or type(module).__repr__ is not Module.__repr__:
         return repr(module) if dataclasses.is_dataclass(module) else type(module).__name__
     fields = [(f.name, getattr(module, f.name), f.default) for f in dataclasses.fields(module)]
