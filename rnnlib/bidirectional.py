@@ -60,7 +60,7 @@ class Bidirectional(Module):
                     f"Bidirectional expects {name} to be an rnnlib.RNN (or a module with its init "
                     f"and apply); got {'the cell ' * cell}{describe(rnn)}.{hint}"
                 )
-        if not callable(merge := self.merge_fn) or flax_family(merge):  # Flax's: a submodule
+        if not callable(merge := self.merge_fn) or flax_family(merge):  # no parameters here
             raise TypeError(
                 "Bidirectional expects merge_fn to be a function of the two output sequences, "
                 "such as rnnlib.bidirectional.concatenate; got "

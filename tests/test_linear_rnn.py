@@ -62,7 +62,7 @@ def run_both(rnn_for, variables, x, carry, **call):
     return {mode: run(rnn_for(plan), variables, x, carry, **call) for mode, plan in MODES.items()}
 
 
-def assert_modes_agree(results, cell, x_shape, steps, dtype, variables, x):
+def assert_modes_agree(results, cell, steps, dtype, variables, x):
     """Values and gradients within the rounding bound of ``tests.tolerance``: ``eps(dtype)``
     times the square root of the rounded terms, which grow with the steps (the gradients also
     sum over every row of the input), and for a cell in log space with the logs' magnitude
@@ -72,9 +72,9 @@ def assert_modes_agree(results, cell, x_shape, steps, dtype, variables, x):
     if getattr(cell, "log_space", False):
         _, b = paper_coefficients(type(cell).__name__, variables["params"]["cell"], x)
         extra = log_space_terms(steps, np.log(np.max(b)))
-    terms = recurrent_terms(cell, x_shape, steps=steps) + extra
+    terms = recurrent_terms(cell, x.shape, steps=steps) + extra
     assert_close(values_a, values, terms=terms, compute_dtype=dtype, label="values")
-    terms = recurrent_terms(cell, x_shape, steps=steps, gradient=True) + extra
+    terms = recurrent_terms(cell, x.shape, steps=steps, gradient=True) + extra
     assert_close(grads_a, grads, terms=terms, compute_dtype=dtype, label="gradients")
 
 
@@ -108,7 +108,7 @@ def test_both_modes_give_the_same_outputs_carry_and_gradients(
         carry,
         seq_lengths=seq_lengths,
     )
-    assert_modes_agree(results, cell, x.shape, steps, jnp.float32, variables, x)
+    assert_modes_agree(results, cell, steps, jnp.float32, variables, x)
 
 
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16], ids=["float32", "bfloat16"])
@@ -122,7 +122,7 @@ def test_the_modes_agree_within_a_bound_that_grows_with_the_dtypes_eps_and_the_l
     variables = rnnlib.RNN(cell).init(jax.random.key(0), x)
     carry = random_carry(cell, 1, (2, channels))
     results = run_both(lambda plan: rnnlib.RNN(cell, plan=plan), variables, x, carry)
-    assert_modes_agree(results, cell, x.shape, steps, dtype, variables, x)
+    assert_modes_agree(results, cell, steps, dtype, variables, x)
 
 
 @pytest.mark.parametrize("mode", MODES)
