@@ -441,10 +441,11 @@ def describe_machine(cpuinfo: str = "/proc/cpuinfo") -> str:
     if "model name" in fields:
         cpu = f"{fields['model name']} (family {fields.get('cpu family')}, model "
         cpu += f"{fields.get('model')}, cache {fields.get('cache size')}), {platform.machine()}"
-    return (
-        f"{cpu}, {os.cpu_count()} CPU cores, "
-        f"{jax.device_count()} x {jax.devices()[0].device_kind} ({jax.default_backend()})"
-    )
+    cores = f"{os.cpu_count()} CPU cores"
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if usable != os.cpu_count():  # pinned (taskset): XLA:CPU then runs one thread per usable core
+        cores += f" ({usable} usable by this process)"
+    return f"{cpu}, {cores}, {jax.device_count()} x {jax.devices()[0].device_kind} ({jax.default_backend()})"
 
 
 def main(argv=None) -> int:

@@ -406,6 +406,15 @@ def test_a_report_names_the_processor_from_its_first_entry_in_cpuinfo(tmp_path):
     assert f"{os.cpu_count()} CPU cores" in described and "Other CPU" not in described
 
 
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="no CPU affinity on this OS")
+def test_a_report_says_when_the_process_may_use_fewer_cores_than_the_machine_has(monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    assert "4 CPU cores (1 usable by this process), " in run.describe_machine()
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    assert "4 CPU cores, " in run.describe_machine() and "usable" not in run.describe_machine()
+
+
 def test_without_cpuinfo_a_report_falls_back_to_what_python_knows(tmp_path):
     described = run.describe_machine(str(tmp_path / "absent"))
     assert described.startswith(f"{platform.processor() or platform.machine()}, ")
