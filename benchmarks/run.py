@@ -443,7 +443,7 @@ def describe_machine(cpuinfo: str = "/proc/cpuinfo") -> str:
         cpu += f"{fields.get('model')}, cache {fields.get('cache size')}), {platform.machine()}"
     cores = f"{os.cpu_count()} CPU cores"
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    if usable != os.cpu_count():  # pinned (taskset): XLA:CPU then runs one thread per usable core
+    if usable != os.cpu_count():  # pinned (taskset): XLA:CPU's threads share only these cores
         cores += f" ({usable} usable by this process)"
     return f"{cpu}, {cores}, {jax.device_count()} x {jax.devices()[0].device_kind} ({jax.default_backend()})"
 
