@@ -26,10 +26,10 @@ class Plan:
     """How ``RNN`` computes a cell; a field left ``None`` is chosen by ``resolve``.
 
     Arguments:
-        hoist_inputs: run the layers that read ``x`` for every step at once, before the loop
-            (default: on GPU and TPU, not on CPU).
+        hoist_inputs: run the layers that read ``x`` for all steps first (default: not on CPU).
         join_layers: one matmul for all the dense layers that read one input, their kernels
-            concatenated (default: yes, except on CPU at widths where XLA runs it slowly).
+            concatenated (default: yes, except on CPU at widths where XLA runs it slowly; the
+            derivative of ``kernel_gradients_after_loop`` joins them whatever this says).
         kernel_gradients_after_loop: kernel gradients as matmuls after the backward loop
             (default: on CPU without ``hoist_inputs`` or ``seq_lengths`` where JAX can and it pays).
         scan: ``"sequential"``, step by step, or ``"associative"``: one ``associative_scan``, for

@@ -177,6 +177,7 @@ def test_the_rule_takes_each_sides_kernel_gradient_as_one_matmul_after_the_loop(
         return matmuls(jax.grad(lambda v: jnp.sum(rnn.apply(v, x) ** 2)), variables)
 
     assert counted(Plan(False, True, True)) == (2, 2)
+    assert counted(Plan(False, False, True)) == (2, 2)  # joined whatever join_layers says
     layers = len(cell.layers(x.shape[:1] + x.shape[2:])) - (cell_id == "UsersCell")
     assert counted(REFERENCE) == (layers, 0)
 
