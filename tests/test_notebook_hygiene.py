@@ -444,6 +444,76 @@ def test_generic_rules_catch_each_fault_outside_the_book(elsewhere, fault, compl
     one_problem(check(notebook, elsewhere, hygiene.REPO_ROOT), complaint)
 
 
+# nbval reads a marker only in its exact spelling and ignores every other one silently: the cell
+# is then compared (or run) as if it carried no marker. Each of these is one nbval ignores.
+@pytest.mark.pinned_env  # nbval is the judge of what it reads
+@pytest.mark.parametrize(
+    ("tag", "line", "meant"),
+    [
+        ("nbval_skip", None, "'nbval-skip'"),
+        ("nbval-ignore_output", None, "'nbval-ignore-output'"),
+        ("NBVAL-SKIP", None, "'nbval-skip'"),
+        ("raises_exception", None, "'raises-exception'"),
+        (None, "# NBVAL-SKIP", "`# NBVAL_SKIP`"),
+        (None, "# nbval_skip", "`# NBVAL_SKIP`"),
+        (None, "# NBVAL IGNORE OUTPUT", "`# NBVAL_IGNORE_OUTPUT`"),
+        (None, "  # NBVAL_SKIP because it downloads", "`# NBVAL_SKIP`"),
+        (None, "# nbval-raises-exception", "`# NBVAL_RAISES_EXCEPTION`"),
+    ],
+)
+def test_a_misspelt_nbval_marker_is_caught(elsewhere, tag, line, meant):
+    from nbval.plugin import comment_markers, find_comment_markers, metadata_tags
+
+    notebook = generic_notebook()
+    cell = notebook["cells"][2]
+    if tag:
+        cell["metadata"]["tags"] = ["hide-input", tag]
+        assert tag not in metadata_tags  # nbval does ignore it
+        complaint = f"code cell 2 has the tag {tag!r}, which nbval ignores: it reads {meant}."
+    else:
+        cell["source"] = f"{line}\n{cell['source']}"
+        assert list(find_comment_markers(cell["source"])) == []  # nbval does ignore it
+        complaint = (
+            f"code cell 2, line 1 is {line.strip()!r}, which nbval ignores: it reads {meant}"
+        )
+    # The marker it suggests is one nbval reads.
+    assert meant.strip("`'# ") in {**comment_markers, **metadata_tags}
+    one_problem(check(notebook, elsewhere, hygiene.REPO_ROOT), complaint)
+
+
+@pytest.mark.pinned_env  # nbval is the judge of what it reads
+@pytest.mark.parametrize(
+    ("tags", "lines"),
+    [
+        (["nbval-skip"], ["# NBVAL_SKIP"]),
+        (["nbval-ignore-output", "raises-exception"], ["#NBVAL_IGNORE_OUTPUT"]),
+        (["pytest-validate-ignore-output"], ["## NBVAL_RAISES_EXCEPTION", "# NBVAL_CHECK_OUTPUT"]),
+        (["hide-input"], ["# nbval compares this output", "# skip the slow part"]),
+        (["nbval", "ignore"], []),  # tags of a reader's own, not like one of nbval's
+    ],
+)
+def test_nbvals_own_markers_and_unrelated_comments_are_fine(elsewhere, tags, lines):
+    from nbval.plugin import find_comment_markers
+
+    notebook = generic_notebook()
+    cell = notebook["cells"][2]
+    cell["metadata"]["tags"] = tags
+    cell["source"] = "\n".join([*lines, cell["source"]])
+    markers = list(find_comment_markers(cell["source"]))
+    assert len(markers) == sum(line.lstrip("#").strip().startswith("NBVAL") for line in lines)
+    if "raises-exception" in tags:
+        cell["outputs"] = [new_output("error", ename="ValueError", evalue="expected")]
+    assert check(notebook, elsewhere, hygiene.REPO_ROOT) == []
+
+
+@pytest.mark.pinned_env  # nbval is the judge of what it reads
+def test_the_tool_knows_exactly_the_markers_nbval_reads():
+    from nbval.plugin import comment_markers, metadata_tags
+
+    assert set(hygiene.generic.COMMENT_MARKERS) == set(comment_markers)
+    assert set(hygiene.generic.MARKER_TAGS) == set(metadata_tags)
+
+
 def test_generic_advice_names_a_command_outside_the_book_and_make_inside(path, root, elsewhere):
     notebook = generic_notebook()
     notebook["cells"][2]["execution_count"] = None
@@ -653,6 +723,12 @@ def test_the_hook_runs_the_copy_in_file_as_pre_commit_runs_it_from_another_repos
     # of this repository, installs nothing, and appends the staged files that match `types`.
     assert hook["language"] == "unsupported_script" and hook["types"] == ["jupyter"]
     assert hook["minimum_pre_commit_version"] == "4.4.0"
+    # Jupyter's checkpoint copies are no one's notebooks: pre-commit passes none of them.
+    exclude = re.compile(hook["exclude"])
+    for copy in [".ipynb_checkpoints/a-checkpoint.ipynb", "docs/x/.ipynb_checkpoints/b.ipynb"]:
+        assert exclude.search(copy), copy
+    for notebook in ["notebooks/a.ipynb", "docs/examples/ipynb_checkpoints.ipynb"]:
+        assert not exclude.search(notebook), notebook
     entry = hook["entry"].split()
     assert entry == ["tools/notebook_hygiene.py"]
     script = hygiene.REPO_ROOT / entry[0]

@@ -10,6 +10,8 @@ are not compared at all. This check fails a committed notebook when:
 - a cell stores a stderr stream (warnings and other noise, which often name paths of one machine);
 - a cell stores an error but is not marked as expected to raise (the ``raises-exception`` or
   ``nbval-raises-exception`` tag, or a ``# NBVAL_RAISES_EXCEPTION`` comment line);
+- a cell carries a misspelt nbval marker, a tag or a comment line that nbval reads as nothing
+  (``nbval_skip``, ``# NBVAL-SKIP``, ``nbval-ignore_output``, ``# NBVAL_SKIP because ...``);
 - a line of a code cell is longer than 88 characters (``--max-line-length``; 0 turns it off);
 - the file is over 2 MB, or is not a readable notebook.
 
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shlex
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -49,6 +52,24 @@ SKIPPED_DIRS = {"_build", ".ipynb_checkpoints"}
 # The tags and the comment marker under which nbval lets a cell raise.
 RAISES_TAGS = {"raises-exception", "nbval-raises-exception"}
 RAISES_MARKER = "NBVAL_RAISES_EXCEPTION"
+# What nbval reads, exactly as it reads it: a comment line that is one of these markers alone,
+# and a tag that is one of these. Anything that differs only in case, '-', '_' or spaces, or has
+# words after the marker, nbval ignores without a word: the check reports it.
+COMMENT_MARKERS = (
+    "NBVAL_IGNORE_OUTPUT",
+    "NBVAL_CHECK_OUTPUT",
+    "NBVAL_RAISES_EXCEPTION",
+    "NBVAL_SKIP",
+    "PYTEST_VALIDATE_IGNORE_OUTPUT",
+)
+MARKER_TAGS = (
+    "nbval-ignore-output",
+    "nbval-check-output",
+    "nbval-raises-exception",
+    "nbval-skip",
+    "pytest-validate-ignore-output",
+    "raises-exception",
+)
 # The kernel a hint names for a notebook that names none.
 DEFAULT_KERNEL = "python3"
 DESCRIPTION = "Check that committed notebooks hold the outputs of one clean run."
@@ -74,6 +95,44 @@ def expects_error(cell: dict) -> bool:
         line.strip().startswith("#") and line.strip().lstrip("#").strip() == RAISES_MARKER
         for line in cell_source(cell).splitlines()
     )
+
+
+def _words(text: str) -> str:
+    """Marker text in one spelling: upper case, '-', '_' and spaces read as one '_'."""
+    return "_".join(part for part in re.split(r"[\s_-]+", text.upper()) if part)
+
+
+def _meant(text: str, markers: Iterable[str]) -> str | None:
+    """The marker that ``text`` was meant to be, if it is one misspelt (or followed by words)."""
+    words = _words(text.lstrip("#"))
+    for marker in markers:
+        if words == _words(marker) or words.startswith(_words(marker) + "_"):
+            return None if text == marker else marker
+    return None
+
+
+def marker_problems(cell: dict, where: str) -> list[str]:
+    """Tags and comment lines of a code cell that look like nbval markers but are not."""
+    problems = []
+    for tag in sorted(cell_tags(cell), key=str):
+        meant = _meant(str(tag), MARKER_TAGS)
+        if meant:
+            problems.append(
+                f"{where} has the tag {tag!r}, which nbval ignores: it reads {meant!r}. "
+                "Rename the tag; as it is, the cell is tested as if it had none."
+            )
+    for number, line in enumerate(cell_source(cell).splitlines(), start=1):
+        comment = line.strip()
+        if not comment.startswith("#"):
+            continue
+        meant = _meant(comment.lstrip("#").strip(), COMMENT_MARKERS)
+        if meant:
+            problems.append(
+                f"{where}, line {number} is {comment!r}, which nbval ignores: it reads "
+                f"`# {meant}` alone on its line. Write that, or give the cell the tag "
+                f"{meant.lower().replace('_', '-')!r}."
+            )
+    return problems
 
 
 def kernel_name(notebook: dict) -> str:
@@ -120,6 +179,7 @@ def generic_problems(cells: list, rerun: str, max_line_length: int = MAX_LINE_LE
                     f"{max_line_length}, the width of the rendered page. Format the code "
                     "(ruff format), and wrap long comments and strings by hand."
                 )
+        problems += marker_problems(cell, where)
         outputs = cell.get("outputs", [])
         for output in outputs if isinstance(outputs, list) else []:
             if not isinstance(output, dict):
