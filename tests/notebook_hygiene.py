@@ -19,6 +19,12 @@ this file, when it has a ``_config.yml``):
 - the setup cell is collapsed, and no cell of asserts only is shown open;
 - the first markdown cell has an "Open in Colab" badge pointing at this very notebook.
 
+:func:`reader_view_problems` holds one more set of the book's rules, for what the reader sees
+(cells not tagged ``remove-cell`` or ``remove-input``): no nbval comment markers, no version gate
+outside the setup cell, no prose about what is tested, no assert that pins printed digits, and
+hidden cells that store no output. ``tests/test_reader_view.py`` applies it to every chapter but
+the appendix on testing notebooks, whose subject is testing.
+
 The repository address comes from ``_config.yml`` (``repository.url`` and ``repository.branch``),
 the one place it lives. :func:`badge_markdown` and :func:`setup_cell_source` give the canonical
 text, so chapter authors and the template paste exactly what the check expects. The hint for a
@@ -236,6 +242,163 @@ def _setup_cell_problems(cell: dict, repo: Repository, installs_rnnlib: bool = T
         problems.append(
             f"it must not install or pin {', '.join(pinned)}: Colab ships its own jax and flax"
         )
+    return problems
+
+
+# What the reader sees: cells not tagged remove-cell or remove-input.
+HIDDEN_TAGS = {"remove-cell", "remove-input"}
+# The appendix on testing notebooks is about tests, so these rules leave it out.
+READER_VIEW_EXEMPT = {"appendix_testing_notebooks"}
+_NBVAL_COMMENT = re.compile(r"^\s*#\s*(NBVAL|PYTEST_VALIDATE)\w*", re.I | re.M)
+_VERSION_FUNCTIONS = {"version", "_installed", "_release", "parse_version", "Version"}
+# Prose about this book's own testing; a chapter may still teach the reader to test code.
+_TEST_PROSE = re.compile(
+    r"\b(?:are|is|gets?|being)\s+(?:also\s+)?tested(?:\s+too)?\b|\bthe\s+test\s+suite\b"
+    r"|\bnbval\b|\bthis\s+book'?s?\s+(?:tests|checks|CI)\b",
+    re.I,
+)
+# A string that is nothing but printed numbers: "0.10", "0.65 1.44", "-3", "12%". A
+# tolerance such as "< 1e-6" says how close two things are, which the reader learns from.
+_NUMBERS_ONLY = re.compile(r"^[\s\d.,:+\-eE%]*\d[\s\d.,:+\-eE%]*$")
+
+
+def _is_number(node: ast.AST) -> bool:
+    if isinstance(node, ast.UnaryOp):
+        node = node.operand
+    return isinstance(node, ast.Constant) and type(node.value) in (int, float)
+
+
+def _reads_version(node: ast.AST) -> bool:
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.Attribute) and inner.attr == "__version__":
+            return True
+        if isinstance(inner, ast.Call):
+            func = inner.func
+            name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+            if name in _VERSION_FUNCTIONS:
+                return True
+    return False
+
+
+def version_gates(source: str) -> list[str]:
+    """The comparisons in ``source`` that depend on an installed version, such as
+    ``if _release(_installed("flax")) >= (0, 12, 8):``. Printing a version is not a gate."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    return [
+        ast.get_source_segment(source, node) or ast.dump(node)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Compare) and _reads_version(node)
+    ]
+
+
+def _pins_digits(node: ast.AST) -> bool:
+    """Whether a literal spells out printed digits: a string of numbers only, or a list, set
+    or dict literal of numbers or such strings (a tuple is usually a shape, and stays)."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str) and bool(_NUMBERS_ONLY.match(node.value))
+    if isinstance(node, (ast.List, ast.Set)):
+        return bool(node.elts) and all(_pins_digits(e) or _is_number(e) for e in node.elts)
+    if isinstance(node, ast.Dict):
+        return any(_pins_digits(v) or _is_number(v) for v in node.values)
+    return False
+
+
+def _is_rounding(node: ast.AST) -> bool:
+    """``round(x, 2)`` or an f-string with a format spec: a value cut to its printed digits."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        return node.func.id == "round"
+    if isinstance(node, ast.JoinedStr):
+        return any(
+            isinstance(v, ast.FormattedValue) and v.format_spec is not None for v in node.values
+        )
+    return False
+
+
+def pinned_digit_asserts(source: str) -> list[str]:
+    """The asserts in ``source`` that compare a value for equality with its printed digits,
+    such as ``assert peaks == [42, 46]``, ``assert f"{x:.2f}" == "0.10"`` or
+    ``assert round(x, 1) == 1.1``. Shapes (tuples), counts, tolerances and the words of an
+    error message are not flagged."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Assert):
+            continue
+        for compare in (n for n in ast.walk(node.test) if isinstance(n, ast.Compare)):
+            operands = [compare.left, *compare.comparators]
+            pairs = zip(operands, operands[1:], compare.ops)
+            if any(
+                isinstance(op, (ast.Eq, ast.NotEq))
+                and (
+                    _pins_digits(a)
+                    or _pins_digits(b)
+                    or (_is_rounding(a) and (_is_number(b) or isinstance(b, ast.Constant)))
+                    or (_is_rounding(b) and (_is_number(a) or isinstance(a, ast.Constant)))
+                )
+                for a, b, op in pairs
+            ):
+                found.append(ast.get_source_segment(source, node) or ast.dump(node))
+                break
+    return found
+
+
+def reader_view_problems(cells: list[dict]) -> list[str]:
+    """What must not be in the cells a reader sees: the test suite's own checks and markers.
+
+    Checks that only pin printed numbers belong in a cell tagged ``remove-cell`` right after
+    the cell they check; nbval markers are cell tags; version gates live in the setup cell;
+    the prose does not talk about what is tested. A ``remove-cell`` stores no outputs, since
+    the reader could not see them.
+    """
+    problems = []
+    code_cells = [c for c in cells if c.get("cell_type") == "code" and _source(c).strip()]
+    setup = code_cells[0] if code_cells else None
+    for index, cell in enumerate(cells):
+        tags = set(cell.get("metadata", {}).get("tags", []))
+        source = _source(cell)
+        if "remove-cell" in tags and cell.get("outputs"):
+            problems.append(
+                f"cell {index} is tagged remove-cell but stores outputs: the reader cannot see"
+                " them, so a hidden cell must print nothing"
+            )
+        previous = cells[index - 1] if index else {}
+        if "remove-cell" in tags and previous.get("cell_type") != "code":
+            problems.append(
+                f"cell {index} is tagged remove-cell but follows no code cell: a hidden check"
+                " goes right after the cell whose output it checks"
+            )
+        if tags & HIDDEN_TAGS:
+            continue
+        if cell.get("cell_type") == "markdown":
+            problems += [
+                f"cell {index} tells the reader what is tested ({m.group(0)!r})"
+                for m in _TEST_PROSE.finditer(source)
+            ]
+            continue
+        if cell.get("cell_type") != "code":
+            continue
+        problems += [
+            f"cell {index} has the nbval comment {m.group(0).strip()!r}: use the cell tag"
+            f" {m.group(1).lower()}-... (e.g. nbval-ignore-output) instead"
+            for m in _NBVAL_COMMENT.finditer(source)
+        ]
+        if cell is not setup:
+            problems += [
+                f"cell {index} gates on an installed version in `{text.splitlines()[0]}`:"
+                " only the setup cell may do that"
+                for text in version_gates(source)
+            ]
+        problems += [
+            f"cell {index} pins printed digits in `{text.splitlines()[0]}`: move it to a cell"
+            " tagged remove-cell right after, or assert a shape, tolerance or property"
+            for text in pinned_digit_asserts(source)
+        ]
     return problems
 
 
