@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -204,3 +205,27 @@ def test_every_path_exists_at_the_ref_that_names_it(history):
         if commit and r.path and git("cat-file", "-e", f"{commit}:{r.path}").returncode != 0:
             missing.append(f"{r.file}: {r.text}: no {r.path} at {r.ref}")
     assert missing == [], "\n".join(missing)
+
+
+def test_a_shallow_clone_fails_these_checks_and_says_why(history, tmp_path):
+    # What actions/checkout makes by default: one commit, no history. The checks fail there,
+    # with the way out; none of them is skipped.
+    clone = tmp_path / "shallow"
+    done = subprocess.run(
+        ["git", "clone", "--quiet", "--depth", "1", REPO_ROOT.as_uri(), str(clone)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "tests/test_references.py", "-k", "not shallow"]
+        + ["-q", "-rfE", "-p", "no:cacheprovider", "--color=no"],
+        cwd=clone,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 1, run.stdout
+    assert "this clone is shallow" in run.stdout and "fetch-depth: 0" in run.stdout
+    assert " skipped" not in run.stdout, run.stdout
