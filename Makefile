@@ -7,6 +7,7 @@ LOWEST := .venv-lowest
 FLAX06 := .venv-flax06
 RGEMMA := .venv-recurrentgemma
 FLOOR := .venv-floor
+TORCH := .venv-torch
 # Two workers for two cores; loadscope keeps each notebook's cells (and each test
 # module) on one worker, so a notebook runs top to bottom in one kernel.
 PARALLEL := -n 2 --dist loadscope
@@ -55,6 +56,13 @@ $(RGEMMA)/.stamp: tests/oracle/requirements-recurrentgemma.txt
 	$(call install,$(RGEMMA),-r tests/oracle/requirements-recurrentgemma.txt)
 	touch $@
 
+# PyTorch's CPU build, the oracle of rnnlib.torch_weights (tests/test_torch_weights.py). pip,
+# not uv: pip's configured wheel folders hold the CPU wheel, uv would fetch the CUDA build.
+$(TORCH)/.stamp: tests/oracle/requirements-torch.txt
+	$(PYTHON) -m venv $(TORCH)
+	$(TORCH)/bin/python -m pip install --quiet -r tests/oracle/requirements-torch.txt
+	touch $@
+
 # Build the HTML book into _build/html. Outputs are the stored ones that
 # `make test` checks with nbval; `make notebooks` regenerates them.
 book: env
@@ -90,7 +98,7 @@ with-cache = rm -rf $(CACHE)/$(1) && JAX_COMPILATION_CACHE_DIR=$(CURDIR)/$(CACHE
 
 # The chapters go first: they are the longest units of work, and loadscope hands out whole
 # notebooks, so the many short test modules after them even out the two workers' finish.
-test-pinned: env $(FLAX06)/.stamp $(RGEMMA)/.stamp
+test-pinned: env $(FLAX06)/.stamp $(RGEMMA)/.stamp $(TORCH)/.stamp
 	$(call with-cache,pinned) $(PY) -m pytest $(PARALLEL) book tests $(NBVAL) -m "not floor_env"
 
 # The library's own tests (not the tooling around the book) on the lowest versions.
@@ -133,4 +141,4 @@ bench-linear: env
 	$(PY) -m benchmarks.linear_scan
 
 clean:
-	rm -rf _build $(CACHE) $(VENV) $(LOWEST) $(FLAX06) $(RGEMMA) $(FLOOR)
+	rm -rf _build $(CACHE) $(VENV) $(LOWEST) $(FLAX06) $(RGEMMA) $(FLOOR) $(TORCH)
