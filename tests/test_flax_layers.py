@@ -303,3 +303,23 @@ def test_a_linen_layer_in_a_stack_is_refused_with_a_clear_error():
     layer = nn.RNN(nn.LSTMCell(FEATURES))
     with pytest.raises(TypeError, match=r"layer 0 is the linen module flax\.linen.*RNN"):
         rl.StackedRNN((layer,)).init(jax.random.key(0), x, deterministic=True)
+
+
+@pytest.mark.parametrize("cell", ["LSTMCell", "GRUCell"])
+def test_the_model_step_benchmark_contenders_compute_the_same_step(cell):
+    from benchmarks.model_step import contenders
+
+    config = dict(batch=3, steps=5, vocab=11, embed=4, features=6)
+    fns, batch = contenders(cell, config, jax.random.key(2))
+    assert sorted(fns) == ["flax.linen", "flax.linen (A/A)", "rnnlib.linen"]
+    (step, variables), (ours, same) = fns["flax.linen"], fns["rnnlib.linen"]
+    assert same is variables
+    loss, new = step(variables, batch)
+    our_loss, our_new = ours(variables, batch)
+    assert np.isfinite(loss) and loss > 0
+    close(our_loss, loss)
+    close(our_new, new)
+    assert (
+        np.abs(new["params"]["Dense_0"]["kernel"] - variables["params"]["Dense_0"]["kernel"]).max()
+        > 0
+    )
