@@ -30,6 +30,7 @@ from collections.abc import Sequence
 
 import jax
 
+from rnnlib import linear
 from rnnlib.cell_base import Bound, RNNCellBase
 from rnnlib.dropout import apply_mask, check_rate, dropout_mask, linen_key
 from rnnlib.module import describe
@@ -110,6 +111,19 @@ class RecurrentDropoutCell(RNNCellBase):
             "or bind masks yourself: RNN(cell.with_masks(*cell.draw_masks(key, step_shape))) "
             "for masks drawn once, or cell.with_masks() for none (evaluation)."
         )
+
+    def _wrapped(name):  # a linear cell's attribute, for the associative scan
+        def get(self):
+            if not callable(getattr(self.cell, "coefficients", None)):
+                raise AttributeError(name)
+            return getattr(self.cell, name)
+
+        return property(get)
+
+    coefficients = _wrapped("coefficients")
+    log_space = _wrapped("log_space")
+    scan_on_cpu = _wrapped("scan_on_cpu")
+    del _wrapped
 
     # -- masks ------------------------------------------------------------------------
 
@@ -196,13 +210,54 @@ class _MaskedCell(RNNCellBase, eq=False):
     def bind(self, params, input_shape, join=False):
         if self.recurrent_mask is not None:
             self.dropout._check_reads_h(input_shape)
-        return _InputDropped(self, *self.dropout.cell.bind(params["cell"], input_shape, join)[1:])
+        return _InputDropped(self, self.dropout.cell.bind(params["cell"], input_shape, join))
+
+    # A linear cell stays one: the associative scan reads these (absent for other cells).
+
+    @property
+    def coefficients(self):
+        return self.dropout.coefficients
+
+    @property
+    def log_space(self):
+        return self.dropout.log_space
+
+    @property
+    def scan_on_cpu(self):
+        return self.dropout.scan_on_cpu
 
 
-class _InputDropped(Bound):
+class _InputDropped:
+    """The wrapped cell's own bound step (whatever its kind), with the input dropped before
+    every layer that reads it and ``h`` read through the masked cell's ``hidden``."""
+
+    def __init__(self, cell: _MaskedCell, inner: Bound):
+        self.cell, self.inner = cell, inner
+
+    x_groups = property(lambda self: self.inner.x_groups)
+    h_groups = property(lambda self: self.inner.h_groups)
+    constants = property(lambda self: self.inner.constants)
+
+    def _replace(self, **fields):
+        return _InputDropped(self.cell, self.inner._replace(**fields))
+
     def inputs(self, x, bias=True):
         # The mask is (*batch, *signal, channels); it broadcasts over a leading time axis
         # when RNN projects every step at once, and is the same mask at every step.
         if self.cell.input_mask is not None:
             x = apply_mask(x, self.cell.input_mask, self.cell.dropout.input_rate)
-        return super().inputs(x, bias)
+        return self.inner.inputs(x, bias)
+
+    def outputs(self, carry, x_outs) -> dict:
+        dtype = getattr(self.cell.dropout.cell, "dtype", None)
+        h_outs = linear.run(self.h_groups, self.cell.hidden(carry), dtype)
+        return self.named(x_outs, h_outs)
+
+    def named(self, x_outs, h_outs, constants=None) -> dict:
+        return self.inner.named(x_outs, h_outs, constants)
+
+    def step(self, carry, x_outs):
+        return self.cell.update(carry, self.outputs(carry, x_outs))
+
+    def __call__(self, carry, x):
+        return self.step(carry, self.inputs(x))
