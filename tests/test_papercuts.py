@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from rnnlib import RNN, MinGRUCell, layout
+from rnnlib import RNN, GRUCell, MinGRUCell, StackedRNN, layout
 
 
 def _raises(exc, *fragments):
@@ -35,3 +35,31 @@ def test_layout_plot_without_matplotlib_says_to_install_it(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
     with _raises(ImportError, "Layout.plot", "matplotlib", "pip install matplotlib"):
         layout(RNN(MinGRUCell(4)), (2, 3, 5)).plot()
+
+
+def _stack(rate):
+    stack = StackedRNN((RNN(GRUCell(4)), RNN(GRUCell(4))), dropout_rate=rate)
+    x = jnp.ones((2, 3, 5))
+    return stack, stack.init(jax.random.key(0), x), x
+
+
+def test_a_stack_that_drops_nothing_needs_no_deterministic():
+    stack, variables, x = _stack(0.0)
+    got = stack.apply(variables, x)
+    want = stack.apply(variables, x, deterministic=True)
+    assert bool((got == want).all())
+
+
+def test_a_misspelt_keyword_of_a_stack_is_named():
+    stack, variables, x = _stack(0.1)
+    with _raises(TypeError, "unexpected keyword arguments ['determinstic']", "deterministic"):
+        stack.apply(variables, x, determinstic=True)
+    with _raises(TypeError, "StackedRNN", "seq_lengths"):
+        stack.apply(variables, x, deterministic=True, seq_length=None)
+
+
+def test_rngs_given_a_key_instead_of_a_dict_says_what_it_got():
+    stack, variables, x = _stack(0.1)
+    key = jax.random.key(1)
+    with _raises(ValueError, "rngs={'dropout'", "not a dict"):
+        stack.apply(variables, x, deterministic=False, rngs=key)
