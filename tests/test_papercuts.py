@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from rnnlib import RNN, GRUCell, MinGRUCell, StackedRNN, layout
+from rnnlib import RNN, ConvLSTMCell, GRUCell, MinGRUCell, StackedRNN, layout
 
 
 def _raises(exc, *fragments):
@@ -63,3 +63,11 @@ def test_rngs_given_a_key_instead_of_a_dict_says_what_it_got():
     key = jax.random.key(1)
     with _raises(ValueError, "rngs={'dropout'", "not a dict"):
         stack.apply(variables, x, deterministic=False, rngs=key)
+
+
+def test_an_int_kernel_size_is_refused_since_its_rank_would_be_a_guess():
+    # An int used to mean 1-D: a 5-D video then ran with its time axis taken as batch.
+    with _raises(TypeError, "kernel_size as a tuple", "(3,)", "(3, 3)", "got the int 3"):
+        ConvLSTMCell(4, kernel_size=3)
+    x = jnp.ones((2, 3, 6, 5))  # (batch, time, length, channels)
+    assert RNN(ConvLSTMCell(4, kernel_size=(3,))).init(jax.random.key(0), x)["params"]
