@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import jax
+import jax.numpy as jnp
 
 from rnnlib import linear
 from rnnlib.cell_base import Bound, RNNCellBase
@@ -210,7 +211,28 @@ class _MaskedCell(RNNCellBase, eq=False):
     def bind(self, params, input_shape, join=False):
         if self.recurrent_mask is not None:
             self.dropout._check_reads_h(input_shape)
+        cell = self.dropout.cell
+        h = jax.eval_shape(
+            lambda: cell.hidden(cell.initialize_carry(jax.random.key(0), input_shape))
+        )
+        self._check_mask("recurrent_mask", self.recurrent_mask, h.shape, "h")
+        self._check_mask("input_mask", self.input_mask, tuple(input_shape), "one step's input")
         return _InputDropped(self, self.dropout.cell.bind(params["cell"], input_shape, join))
+
+    def _check_mask(self, name, mask, shape, what):
+        """Raises unless ``mask`` (or None) broadcasts to ``shape``, the shape of ``what``."""
+        if mask is None:
+            return
+        try:
+            fits = jnp.broadcast_shapes(jnp.shape(mask), shape) == tuple(shape)
+        except ValueError:
+            fits = False
+        if not fits:
+            raise ValueError(
+                f"{describe(self.dropout)} expects {name} shaped like {what}, {tuple(shape)} "
+                f"(or broadcasting to it); got shape {jnp.shape(mask)}. Draw the masks for "
+                "this batch: cell.draw_masks(key, step_shape) with this input's step shape."
+            )
 
     # A linear cell stays one: the associative scan reads these (absent for other cells).
 

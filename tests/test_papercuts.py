@@ -8,7 +8,15 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from rnnlib import RNN, ConvLSTMCell, GRUCell, MinGRUCell, StackedRNN, layout
+from rnnlib import (
+    RNN,
+    ConvLSTMCell,
+    GRUCell,
+    MinGRUCell,
+    RecurrentDropoutCell,
+    StackedRNN,
+    layout,
+)
 
 
 def _raises(exc, *fragments):
@@ -71,3 +79,14 @@ def test_an_int_kernel_size_is_refused_since_its_rank_would_be_a_guess():
         ConvLSTMCell(4, kernel_size=3)
     x = jnp.ones((2, 3, 6, 5))  # (batch, time, length, channels)
     assert RNN(ConvLSTMCell(4, kernel_size=(3,))).init(jax.random.key(0), x)["params"]
+
+
+def test_masks_drawn_for_another_batch_size_name_both_shapes():
+    cell = RecurrentDropoutCell(GRUCell(4), recurrent_rate=0.3, input_rate=0.2)
+    h_mask, x_mask = cell.draw_masks(jax.random.key(1), (3, 5))  # a batch of 3
+    x = jnp.ones((2, 6, 5))  # a batch of 2
+    variables = RNN(cell.with_masks()).init(jax.random.key(0), x)
+    with _raises(ValueError, "recurrent_mask shaped like h, (2, 4)", "got shape (3, 4)"):
+        RNN(cell.with_masks(h_mask)).apply(variables, x)
+    with _raises(ValueError, "input_mask shaped like one step's input, (2, 5)", "(3, 5)"):
+        RNN(cell.with_masks(None, x_mask)).apply(variables, x)
