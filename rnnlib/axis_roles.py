@@ -84,8 +84,16 @@ class Layout:
         return "\n".join(lines)
 
     def plot(self, ax=None, title: str | None = None):
-        """Draws the input's axes as a row of boxes coloured by role; returns the axes."""
-        import matplotlib.pyplot as plt
+        """Draws the input's axes as a row of boxes coloured by role; returns the axes.
+
+        It needs matplotlib, which rnnlib does not install (``pip install matplotlib``)."""
+        try:
+            import matplotlib.pyplot as plt
+        except ImportError as error:
+            raise ImportError(
+                "Layout.plot draws with matplotlib, which rnnlib does not depend on and "
+                "which is not installed here; install it with pip install matplotlib."
+            ) from error
         from matplotlib.patches import Patch, Rectangle
 
         if ax is None:

@@ -37,7 +37,8 @@ class ConvLSTMCell(RNNCellBase):
 
     Arguments:
         features: channels of ``c``, ``h`` and the output.
-        kernel_size: the convolution window, one int per spatial dim (an int means 1-D).
+        kernel_size: the convolution window, a tuple of one int per spatial dim; its
+            length is the number of signal axes, so ``(3,)`` is 1-D and an int is refused.
         strides: one int per spatial dim (default 1). Anything that shrinks the signal is rejected,
             because ``h`` is convolved again at the next step.
         padding: ``'SAME'`` (default), ``'VALID'``, ``'CIRCULAR'``, ``'REFLECT'``, ``'CAUSAL'``
@@ -63,7 +64,14 @@ class ConvLSTMCell(RNNCellBase):
     def __post_init__(self):
         super().__post_init__()
         kernel_size = self.kernel_size
-        kernel_size = (kernel_size,) if isinstance(kernel_size, int) else tuple(kernel_size)
+        if isinstance(kernel_size, int):  # which rank? (linen's Conv refuses an int too)
+            raise TypeError(
+                "ConvLSTMCell needs kernel_size as a tuple, one int per spatial dim, since "
+                "its length says how many axes of the input are signal: (3,) for a 1-D "
+                "signal (*batch, time, length, channels), (3, 3) for images, (3, 3, 3) for "
+                f"volumes; got the int {kernel_size!r}."
+            )
+        kernel_size = tuple(kernel_size)
         if not kernel_size or any(not isinstance(k, int) or k < 1 for k in kernel_size):
             raise ValueError(
                 "ConvLSTMCell needs kernel_size with one positive int per spatial dim, such as "

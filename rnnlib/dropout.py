@@ -101,9 +101,12 @@ def merge_deterministic(owner: Any, field: bool | None, call: bool | None) -> bo
 def dropout_key(owner: Any, rngs: Mapping[str, Any] | None):
     """``rngs['dropout']``, or an error saying how to pass it (``owner`` as above)."""
     if rngs is None or not isinstance(rngs, Mapping) or "dropout" not in rngs:
-        got = "no rngs" if rngs is None else f"rngs with keys {sorted(rngs)}"
-        if rngs is not None and not isinstance(rngs, Mapping):
-            got = f"rngs of type {type(rngs).__name__}"
+        if rngs is None:
+            got = "no rngs"
+        elif isinstance(rngs, Mapping):
+            got = f"rngs with keys {sorted(rngs)}"
+        else:  # a key itself, say, where a dict of keys by name belongs
+            got = f"rngs of type {type(rngs).__name__} (not a dict)"
         raise ValueError(
             f"{_name(owner)} drops values (deterministic=False), so apply needs a key: "
             f"rngs={{'dropout': jax.random.key(seed)}}; got {got}. Pass deterministic=True "

@@ -105,7 +105,12 @@ def associative(bound: Bound, carry, xs, seq_lengths=None):
     """
     cell = bound.cell
     _check_linear(cell, bound, carry)
-    a_t, b_t = jnp.broadcast_arrays(*cell.coefficients(bound.named(bound.inputs(xs), [])))
+    a_t, b_t = cell.coefficients(bound.named(bound.inputs(xs), []))
+    # Coefficients that do not read x lack the time axis: the scan runs over axis 0 only
+    # once every step's pair is spelled out, (time, *batch, features).
+    steps = jax.tree_util.tree_leaves(xs)[0].shape[0]
+    shape = jnp.broadcast_shapes(jnp.shape(a_t), jnp.shape(b_t), (steps, *jnp.shape(carry)))
+    a_t, b_t = jnp.broadcast_to(a_t, shape), jnp.broadcast_to(b_t, shape)
     log_space = getattr(cell, "log_space", False)
     prefix_a, prefix_b = lax.associative_scan(log_combine if log_space else combine, (a_t, b_t))
     if log_space:

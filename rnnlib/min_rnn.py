@@ -60,6 +60,9 @@ class MinGRUCell(LinearCellBase):
         dtype: dtype of the computation (default: promoted from inputs and parameters).
         param_dtype: dtype of the parameters and of the initial carry.
         carry_init: initializer of ``h``, ``(*batch, features)``.
+        gate_bias_init: initializer of the gate's bias alone (default: ``bias_init``). A
+            negative constant asks for a long memory from the start: :math:`z_t` is then
+            small, and :math:`1 - z_t`, the share of ``h`` each step keeps, close to 1.
 
     The carry is ``h`` itself, of either sign: the paper's parallel code passes the initial
     state through :math:`g` first, which would make a run fed in chunks differ from one run
@@ -72,12 +75,17 @@ class MinGRUCell(LinearCellBase):
     dtype: Any = None
     param_dtype: Any = jnp.float32
     carry_init: Callable[..., Any] = jax.nn.initializers.zeros
+    gate_bias_init: Callable[..., Any] | None = None
 
     log_space = True
 
     def layers(self, input_shape):
-        dense = Dense("x", input_shape[-1], self.features, self.kernel_init, self.bias_init)
-        return {"gate": dense, "candidate": dense}
+        n_in, n = input_shape[-1], self.features
+        gate_bias = self.bias_init if self.gate_bias_init is None else self.gate_bias_init
+        return {
+            "gate": Dense("x", n_in, n, self.kernel_init, gate_bias),
+            "candidate": Dense("x", n_in, n, self.kernel_init, self.bias_init),
+        }
 
     def coefficients(self, a):
         k = a["gate"]

@@ -3,8 +3,14 @@ mask per sequence that every step of that sequence reuses.
 
 Dropout between layers draws a new mask for every value of every step. Recurrent
 (variational) dropout draws, per sequence, one mask for the input ``x`` and one for the
-hidden state ``h`` the cell reads, and applies the same two masks at every step: the
-connection from one step to the next loses the same units all along the sequence.
+hidden state ``h``, and applies the same two masks at every step: the connection from one
+step to the next loses the same units all along the sequence.
+
+``h`` is dropped only where the cell's layers read it (the recurrent matmuls, the layers
+that read ``"h"``), never on its carry path: a GRU's ``z * h`` keeps ``h`` as it is, as in
+Gal and Ghahramani's variational dropout. A linear cell (``rnnlib.LinearCellBase``) has
+no layer that reads ``h``, so it takes input dropout only; a ``recurrent_rate`` above 0
+for it is an error.
 
 The wrapper is a cell whose parameters are the wrapped cell's, under ``'cell'``::
 
@@ -23,7 +29,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import jax
+import jax.numpy as jnp
 
+from rnnlib import linear
 from rnnlib.cell_base import Bound, RNNCellBase
 from rnnlib.dropout import apply_mask, check_rate, dropout_mask, linen_key
 from rnnlib.module import describe
@@ -45,7 +53,8 @@ class RecurrentDropoutCell(RNNCellBase):
 
     Arguments:
         cell: the wrapped ``RNNCellBase``. Its carry is ``h`` (GRU, MGU, simple cells) or
-            ``(c, h)`` (LSTM, ConvLSTM); only ``h`` is dropped, as the cell reads it.
+            ``(c, h)`` (LSTM, ConvLSTM); only ``h`` is dropped, and only where the cell's
+            layers read it (its recurrent matmuls), never in the carry ``update`` reads.
         recurrent_rate: probability of dropping a unit of ``h``, in ``[0, 1)``; the mask is
             shaped like ``h``, ``(*batch, features)``.
         input_rate: probability of dropping a value of the input, in ``[0, 1)``; the mask
@@ -104,6 +113,19 @@ class RecurrentDropoutCell(RNNCellBase):
             "for masks drawn once, or cell.with_masks() for none (evaluation)."
         )
 
+    def _wrapped(name):  # a linear cell's attribute, for the associative scan
+        def get(self):
+            if not callable(getattr(self.cell, "coefficients", None)):
+                raise AttributeError(name)
+            return getattr(self.cell, name)
+
+        return property(get)
+
+    coefficients = _wrapped("coefficients")
+    log_space = _wrapped("log_space")
+    scan_on_cpu = _wrapped("scan_on_cpu")
+    del _wrapped
+
     # -- masks ------------------------------------------------------------------------
 
     def draw_masks(self, key, input_shape: Sequence[int], path: Sequence[str | int] = ()):
@@ -113,6 +135,7 @@ class RecurrentDropoutCell(RNNCellBase):
         from the root down to this cell (``('layers_0', 'cell')`` in a ``StackedRNN``). A
         mask is ``None`` when its rate is 0.
         """
+        self._check_reads_h(input_shape)
         h_shape = jax.eval_shape(
             lambda: self.cell.hidden(self.cell.initialize_carry(jax.random.key(0), input_shape))
         ).shape
@@ -125,6 +148,19 @@ class RecurrentDropoutCell(RNNCellBase):
             input_ = dropout_mask(x_key, tuple(input_shape), self.input_rate)
         return recurrent, input_
 
+    def _check_reads_h(self, input_shape):
+        """Raises when ``h`` is to be dropped but none of the cell's layers reads it."""
+        if self.recurrent_rate == 0:
+            return
+        layers = self.cell.layers(tuple(input_shape)).values()
+        if not any(getattr(la, "reads", None) == "h" for la in layers):
+            raise ValueError(
+                f"{describe(self)} drops h where the cell's layers read it, but none of "
+                f"{describe(self.cell)}'s layers reads 'h' (a linear cell's gates read "
+                "only the input), so there is nothing to drop: use recurrent_rate=0 and "
+                f"input_rate alone; got recurrent_rate={self.recurrent_rate}."
+            )
+
     def with_masks(self, recurrent_mask=None, input_mask=None) -> RNNCellBase:
         """This cell bound to fixed masks (booleans, ``True`` = kept), ready for ``RNN``.
 
@@ -136,7 +172,8 @@ class RecurrentDropoutCell(RNNCellBase):
 
 class _MaskedCell(RNNCellBase, eq=False):
     """A ``RecurrentDropoutCell`` bound to the masks of one call: its input is dropped
-    before the layers that read ``x``, and ``h`` before those that read ``h``."""
+    before the layers that read ``x``, and ``h`` before those that read ``h`` only; the
+    wrapped cell's ``update`` gets the carry undropped."""
 
     dropout: RecurrentDropoutCell
     recurrent_mask: object = None
@@ -156,7 +193,7 @@ class _MaskedCell(RNNCellBase, eq=False):
         return self.dropout.layers(input_shape)
 
     def update(self, carry, a):
-        return self.dropout.update(self._dropped(carry), a)
+        return self.dropout.update(carry, a)  # the carry path keeps h as it is
 
     def create_params(self, key, input_shape):
         return self.dropout.create_params(key, input_shape)
@@ -165,26 +202,84 @@ class _MaskedCell(RNNCellBase, eq=False):
         return self.dropout.param_shapes(input_shape)
 
     def hidden(self, carry):
-        return self.dropout.cell.hidden(self._dropped(carry))
-
-    def _dropped(self, carry):
-        """The carry with its ``h`` dropped, as the wrapped cell reads it (in its layers and
-        in its update alike)."""
+        """The ``h`` the layers that read ``"h"`` see: dropped, when there is a mask."""
+        h = self.dropout.cell.hidden(carry)
         if self.recurrent_mask is None:
-            return carry
-        h = apply_mask(
-            self.dropout.cell.hidden(carry), self.recurrent_mask, self.dropout.recurrent_rate
-        )
-        return type(carry)((*carry[:-1], h)) if isinstance(carry, (tuple, list)) else h
+            return h
+        return apply_mask(h, self.recurrent_mask, self.dropout.recurrent_rate)
 
     def bind(self, params, input_shape, join=False):
-        return _InputDropped(self, *self.dropout.cell.bind(params["cell"], input_shape, join)[1:])
+        if self.recurrent_mask is not None:
+            self.dropout._check_reads_h(input_shape)
+        cell = self.dropout.cell
+        h = jax.eval_shape(
+            lambda: cell.hidden(cell.initialize_carry(jax.random.key(0), input_shape))
+        )
+        self._check_mask("recurrent_mask", self.recurrent_mask, h.shape, "h")
+        self._check_mask("input_mask", self.input_mask, tuple(input_shape), "one step's input")
+        return _InputDropped(self, self.dropout.cell.bind(params["cell"], input_shape, join))
+
+    def _check_mask(self, name, mask, shape, what):
+        """Raises unless ``mask`` (or None) broadcasts to ``shape``, the shape of ``what``."""
+        if mask is None:
+            return
+        try:
+            fits = jnp.broadcast_shapes(jnp.shape(mask), shape) == tuple(shape)
+        except ValueError:
+            fits = False
+        if not fits:
+            raise ValueError(
+                f"{describe(self.dropout)} expects {name} shaped like {what}, {tuple(shape)} "
+                f"(or broadcasting to it); got shape {jnp.shape(mask)}. Draw the masks for "
+                "this batch: cell.draw_masks(key, step_shape) with this input's step shape."
+            )
+
+    # A linear cell stays one: the associative scan reads these (absent for other cells).
+
+    @property
+    def coefficients(self):
+        return self.dropout.coefficients
+
+    @property
+    def log_space(self):
+        return self.dropout.log_space
+
+    @property
+    def scan_on_cpu(self):
+        return self.dropout.scan_on_cpu
 
 
-class _InputDropped(Bound):
+class _InputDropped:
+    """The wrapped cell's own bound step (whatever its kind), with the input dropped before
+    every layer that reads it and ``h`` read through the masked cell's ``hidden``."""
+
+    def __init__(self, cell: _MaskedCell, inner: Bound):
+        self.cell, self.inner = cell, inner
+
+    x_groups = property(lambda self: self.inner.x_groups)
+    h_groups = property(lambda self: self.inner.h_groups)
+    constants = property(lambda self: self.inner.constants)
+
+    def _replace(self, **fields):
+        return _InputDropped(self.cell, self.inner._replace(**fields))
+
     def inputs(self, x, bias=True):
         # The mask is (*batch, *signal, channels); it broadcasts over a leading time axis
         # when RNN projects every step at once, and is the same mask at every step.
         if self.cell.input_mask is not None:
             x = apply_mask(x, self.cell.input_mask, self.cell.dropout.input_rate)
-        return super().inputs(x, bias)
+        return self.inner.inputs(x, bias)
+
+    def outputs(self, carry, x_outs) -> dict:
+        dtype = getattr(self.cell.dropout.cell, "dtype", None)
+        h_outs = linear.run(self.h_groups, self.cell.hidden(carry), dtype)
+        return self.named(x_outs, h_outs)
+
+    def named(self, x_outs, h_outs, constants=None) -> dict:
+        return self.inner.named(x_outs, h_outs, constants)
+
+    def step(self, carry, x_outs):
+        return self.cell.update(carry, self.outputs(carry, x_outs))
+
+    def __call__(self, carry, x):
+        return self.step(carry, self.inputs(x))

@@ -136,6 +136,13 @@ class RGLRUCell(LinearCellBase):
 
     def __post_init__(self):
         super().__post_init__()
+        c = self.c
+        if isinstance(c, bool) or not isinstance(c, (int, float, np.number)) or not c > 0:
+            raise ValueError(
+                f"RGLRUCell needs c > 0, a number: the decay is sigmoid(-a_param) ** (c * r_t), "
+                f"below 1 only for c > 0 (c <= 0 gives a decay of 1 or more, and h grows "
+                f"without bound); got c={c!r}."
+            )
         heads = self.num_heads
         if isinstance(heads, bool) or not isinstance(heads, (int, np.integer)) or heads < 1:
             raise TypeError(f"RGLRUCell needs num_heads, an int >= 1; got {heads!r}.")

@@ -70,6 +70,8 @@ class RNN(Module):
     (default ``cell.initialize_carry(init_key, ...)``, ``init_key`` default ``jax.random.key(0)``)
     and ``seq_lengths`` (ints, ``(*batch)``): padded steps' outputs are meaningless; each carry
     follows its last valid step; length 0 gives the initial carry (flax.linen: the last padded one).
+    A length outside ``[0, time]`` is clamped to it, eagerly and under ``jit`` alike, for every
+    plan. A NaN or inf in a padded step is read as 0, so it cannot poison the gradient.
     """
 
     cell: RNNCellBase
@@ -139,7 +141,10 @@ class RNN(Module):
             self.cell.check_carry(initial_carry, step_shape, what="initial_carry")
             carry = initial_carry
 
-        xs, lengths = jnp.moveaxis(inputs, time_axis, 0), seq_lengths if return_carry else None
+        xs = jnp.moveaxis(inputs, time_axis, 0)
+        if seq_lengths is not None:
+            xs = _finite_padding(xs, seq_lengths)
+        lengths = seq_lengths if return_carry else None
         plan = resolve(self.plan, self.cell, step_shape)
         with jax.named_scope(f"RNN_{type(self.cell).__name__}"):
             carry, outputs = _scan(
@@ -192,13 +197,20 @@ def _check_seq_lengths(rnn, seq_lengths, batch_dims, steps):
         )
     if not jnp.issubdtype(seq_lengths.dtype, jnp.integer):
         raise TypeError(f"seq_lengths must hold integers; got dtype {seq_lengths.dtype}.")
-    if isinstance(seq_lengths, jax.core.Tracer):
-        return seq_lengths  # traced under jit: the values are checked by nobody
-    concrete = np.asarray(seq_lengths)
-    if ((concrete < 0) | (concrete > steps)).any():
-        where = tuple(int(i) for i in np.argwhere((concrete < 0) | (concrete > steps))[0])
-        raise ValueError(
-            f"seq_lengths must lie in [0, {steps}] (the time axis has {steps} steps); "
-            f"seq_lengths{list(where)} is {int(concrete[where])}."
-        )
-    return seq_lengths
+    # One rule, eager or under jit, for the loop and the scan: a length is clamped to
+    # [0, steps] (a traced length cannot raise, so a concrete one does not either).
+    return jnp.clip(seq_lengths, 0, steps)
+
+
+def _finite_padding(xs, seq_lengths):
+    """``xs`` (time first) with every non-finite value of a padded step replaced by 0.
+
+    A padded step's output is not used, but its derivative is still taken: a NaN there
+    times the zero cotangent is NaN, and it would poison every gradient (the ``where``
+    trap). Finite padding is kept as it is, so the padded outputs stay flax.linen's."""
+    if not jnp.issubdtype(xs.dtype, jnp.inexact):
+        return xs  # integers are always finite
+    t = jnp.arange(xs.shape[0]).reshape((-1,) + (1,) * seq_lengths.ndim)
+    padded = t >= seq_lengths
+    padded = padded.reshape(padded.shape + (1,) * (xs.ndim - padded.ndim))
+    return jnp.where(padded & ~jnp.isfinite(xs), jnp.zeros((), xs.dtype), xs)

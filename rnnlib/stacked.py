@@ -147,13 +147,25 @@ class StackedRNN(Module):
     def apply(self, variables, inputs, *, deterministic=None, rngs=None, **kwargs):
         """The last layer's outputs (and each layer's carry with ``return_carry``)."""
         params = params_of(variables, self)
-        if merge_deterministic(self._short, self.deterministic, deterministic) or not self._drops():
+        unknown = sorted(set(kwargs) - set(_CALL_ARGUMENTS))
+        if unknown:
+            raise TypeError(
+                f"{self._short}.apply got unexpected keyword arguments {unknown}; it takes "
+                f"variables, inputs and the keywords deterministic, rngs, "
+                f"{', '.join(_CALL_ARGUMENTS)}."
+            )
+        if not self._drops():  # nothing to drop: deterministic is optional, as in linen
+            if deterministic is not None or self.deterministic is not None:
+                merge_deterministic(self._short, self.deterministic, deterministic)
+            key = None
+        elif merge_deterministic(self._short, self.deterministic, deterministic):
             key = None
         else:
             key = dropout_key(self._short, rngs)
         return self._call(params, inputs, _drop_key=key, **kwargs)
 
     def _drops(self) -> bool:
+        """Whether a call can drop values (a rate above 0, or a recurrent dropout cell)."""
         if self.dropout_rate > 0 and len(self.layers) > 1:
             return True
         return any(_dropout_cells(layer) for layer in self.layers)
@@ -294,3 +306,6 @@ def _bind(rnn, key, in_shape, time_major, path):
     step_shape = tuple(in_shape[:time_axis]) + tuple(in_shape[time_axis + 1 :])
     recurrent, input_ = cell.draw_masks(key, step_shape, path)
     return dataclasses.replace(rnn, cell=cell.with_masks(recurrent, input_))
+
+
+_CALL_ARGUMENTS = ("seq_lengths", "initial_carry", "return_carry")

@@ -17,6 +17,7 @@ import pytest
 
 from rnnlib import RNN, GRUCell, LSTMCell, Plan, RNNCellBase
 from rnnlib.dropout import Dropout, linen_key
+from rnnlib.linear import Dense
 from rnnlib.recurrent_dropout import RecurrentDropoutCell
 from rnnlib.stacked import StackedRNN
 from tests import tolerance
@@ -185,8 +186,8 @@ def _recurrent_twins(cell_name, features, recurrent_rate, input_rate):
 
 @pytest.mark.parametrize(
     "cell_name, rates",
-    [("LSTMCell", (0.3, 0.4)), ("GRUCell", (0.3, 0.0)), ("GRUCell", (0.0, 0.4))],
-    ids=["LSTM-h-and-x", "GRU-h", "GRU-x"],
+    [("LSTMCell", (0.3, 0.4)), ("GRUCell", (0.0, 0.4))],
+    ids=["LSTM-h-and-x", "GRU-x"],
 )
 def test_recurrent_dropout_matches_a_flax_cell_wrapper_given_the_same_rngs(cell_name, rates):
     flax_rnn, stack = _recurrent_twins(cell_name, 4, *rates)
@@ -225,7 +226,8 @@ def test_recurrent_dropout_with_injected_masks_matches_flax_with_the_same_masks(
 
 
 class EchoCell(RNNCellBase):
-    """A cell whose output is the h it reads, and whose next h is that h's input plus 1."""
+    """A cell whose output is the h its one layer reads (through an identity kernel), and
+    whose next h is its carry plus 1."""
 
     features: int
 
@@ -233,10 +235,11 @@ class EchoCell(RNNCellBase):
         return jnp.ones((*input_shape[:-1], self.features))
 
     def layers(self, input_shape):
-        return {}
+        eye = lambda key, shape, dtype: jnp.eye(shape[0], dtype=dtype)  # noqa: E731
+        return {"h": Dense("h", self.features, self.features, eye)}
 
     def update(self, carry, a):
-        return carry + 1.0, carry
+        return carry + 1.0, a["h"]
 
 
 def test_recurrent_masks_are_drawn_per_layer_shaped_like_h():
@@ -251,8 +254,9 @@ def test_recurrent_masks_are_drawn_per_layer_shaped_like_h():
 def test_the_mask_of_h_zeroes_the_same_units_at_every_step_of_a_sequence():
     cell = RecurrentDropoutCell(EchoCell(6), recurrent_rate=0.5)
     x = jnp.ones((4, 7, 3))
-    y = StackedRNN((RNN(cell),)).apply(
-        {"params": {"layers_0": {"cell": {"cell": {}}}}},
+    stack = StackedRNN((RNN(cell),))
+    y = stack.apply(
+        stack.init(KEY, x),
         x,
         deterministic=False,
         rngs={"dropout": DROPOUT_KEY},
@@ -286,3 +290,65 @@ def test_recurrent_dropout_params_are_the_wrapped_cells_under_cell():
     got = jax.tree_util.tree_map(jnp.shape, variables["params"]["layers_0"])
     assert got == jax.tree_util.tree_map(lambda s: s.shape, dict(flax_shapes))
     assert set(got["cell"]["cell"]) == {"ii", "if", "ig", "io", "hi", "hf", "hg", "ho"}
+
+
+# -- h is dropped in the recurrent matmuls only ------------------------------------------------
+
+
+def _gru_dropping_h_in_matmuls(p, x, h_mask, rate):
+    """A GRU written out by hand that drops h where W_hr, W_hz, W_hn read it, and nowhere
+    else: the update z * h keeps the undropped h."""
+    dense = lambda name, v: v @ p[name]["kernel"] + p[name].get("bias", 0.0)  # noqa: E731
+    h = jnp.zeros((x.shape[0], p["hr"]["kernel"].shape[0]))
+    ys = []
+    for t in range(x.shape[1]):
+        xt, hd = x[:, t], jnp.where(h_mask, h / (1 - rate), 0.0)
+        r = jax.nn.sigmoid(dense("ir", xt) + dense("hr", hd))
+        z = jax.nn.sigmoid(dense("iz", xt) + dense("hz", hd))
+        n = jnp.tanh(dense("in", xt) + r * dense("hn", hd))
+        h = (1 - z) * n + z * h
+        ys.append(h)
+    return jnp.stack(ys, axis=1)
+
+
+def test_a_gru_drops_h_in_its_recurrent_matmuls_only():
+    x = random_array(7, (3, 6, 5))
+    h_mask = jax.random.bernoulli(jax.random.key(8), 0.7, (3, 4))
+    cell = RecurrentDropoutCell(GRUCell(4), recurrent_rate=0.3)
+    rnn = RNN(cell.with_masks(h_mask))
+    variables = random_like(9, jax.eval_shape(lambda: rnn.init(KEY, x)))
+    want = _gru_dropping_h_in_matmuls(variables["params"]["cell"]["cell"], x, h_mask, 0.3)
+    for plan in (Plan(), Plan(hoist_inputs=True), Plan(False, False, False, "sequential")):
+        got = RNN(cell.with_masks(h_mask), plan=plan).apply(variables, x)
+        tolerance.assert_close(got, want, terms=_terms(4, 5, 6))
+
+
+def test_a_gru_with_recurrent_dropout_stays_bounded_over_1000_steps():
+    # Dropping h on the GRU's carry path too (z * h, rescaled by 1/(1-p) at every step)
+    # made |h| reach 1e13 after 100 steps and overflow before 1,000.
+    x = jax.random.normal(jax.random.key(1), (8, 1000, 16))
+    stack = StackedRNN((RNN(RecurrentDropoutCell(GRUCell(16), recurrent_rate=0.3)),))
+    variables = stack.init(KEY, x)
+    rngs = {"dropout": DROPOUT_KEY}
+
+    def loss(v):
+        return jnp.mean(stack.apply(v, x, deterministic=False, rngs=rngs) ** 2)
+
+    y = jax.jit(lambda v: stack.apply(v, x, deterministic=False, rngs=rngs))(variables)
+    # h' = (1 - z) n + z h with |n| < 1 and h_0 = 0: every |h_t| stays below 1.
+    assert bool(jnp.isfinite(y).all()) and float(jnp.abs(y).max()) <= 1.0
+    grads = jax.jit(jax.grad(loss))(variables)
+    assert all(bool(jnp.isfinite(g).all()) for g in jax.tree_util.tree_leaves(grads))
+    plain = stack.apply(variables, x, deterministic=True)
+    assert float(jnp.abs(plain - y).max()) > 1e-2, "the dropout changed nothing"
+
+
+def test_recurrent_dropout_of_a_cell_whose_layers_never_read_h_is_refused():
+    from rnnlib import MinGRUCell
+
+    cell = RecurrentDropoutCell(MinGRUCell(4), recurrent_rate=0.2)
+    x = jnp.ones((2, 3, 5))
+    with _raises(ValueError, "none of", "reads 'h'", "recurrent_rate=0", "0.2"):
+        StackedRNN((RNN(cell),)).apply(
+            StackedRNN((RNN(cell),)).init(KEY, x), x, deterministic=False, rngs={"dropout": KEY}
+        )

@@ -107,7 +107,7 @@ def test_repr_shows_required_fields_and_the_ones_changed_from_defaults():
 def test_cells_with_equal_configuration_are_equal_and_hashable():
     assert LSTMCell(4) == LSTMCell(4)
     assert hash(ConvLSTMCell(2, [3, 3])) == hash(ConvLSTMCell(2, (3, 3)))
-    assert ConvLSTMCell(2, 3).kernel_size == (3,)
+    assert ConvLSTMCell(2, [3]).kernel_size == (3,)
 
 
 def test_optimized_lstm_cell_is_an_lstm_cell_with_the_same_numbers():

@@ -245,5 +245,6 @@ def test_deterministic_given_twice_or_never_is_an_error():
     variables = stack.init(KEY, x)
     with _raises(ValueError, "both as a field and at call time"):
         stack.apply(variables, x, deterministic=False)
+    dropping = StackedRNN((RNN(LSTMCell(4)), RNN(LSTMCell(4))), dropout_rate=0.1)
     with _raises(ValueError, "needs deterministic=True"):
-        StackedRNN((RNN(LSTMCell(4)),)).apply(variables, x)
+        dropping.apply(dropping.init(KEY, x), x)

@@ -1,5 +1,5 @@
-"""rnnlib's core reads in one sitting: its size, its import graph, and where the cells'
-equations live."""
+"""rnnlib's core reads in one sitting: its import graph, and where the cells' equations
+live. (No physical-line budget: one shaped the code by folding lines.)"""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ PACKAGE = Path(rnnlib.__file__).parent
 # the speed module: what a reader opens next to the book's chapters.
 CELLS = ("lstm", "gru", "simple", "conv_lstm")
 CORE = CELLS + ("cell_base", "rnn", "bidirectional", "linear", "module", "flip", "plan")
-CORE_LINES = 1500
 CELL_CLASSES = ("LSTMCell", "OptimizedLSTMCell", "GRUCell", "MGUCell", "SimpleCell", "ConvLSTMCell")
 # The linear cells and their base: RNN picks their scan by a capability (coefficients), not a class.
 LINEAR_CLASSES = ("LinearCellBase", "MinGRUCell", "MinLSTMCell", "RGLRUCell")
@@ -45,11 +44,6 @@ def _imports(module: str) -> set[str]:
         elif isinstance(node, ast.Import):
             found |= {a.name for a in node.names if a.name.startswith("rnnlib")}
     return found - {module}
-
-
-def test_the_core_is_at_most_1500_lines_docstrings_included():
-    counts = {name: len((PACKAGE / f"{name}.py").read_text().splitlines()) for name in CORE}
-    assert sum(counts.values()) <= CORE_LINES, counts
 
 
 def _names_in_code(path: Path) -> set[str]:

@@ -1,0 +1,104 @@
+"""Every wrapper with every cell under every plan: it runs, it is finite, and every plan
+gives the same numbers (a plan says how a program runs, never what it computes)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rnnlib import (
+    RNN,
+    Bidirectional,
+    GRUCell,
+    LSTMCell,
+    MinGRUCell,
+    Plan,
+    RecurrentDropoutCell,
+    RGLRUCell,
+    RNNCellBase,
+    StackedRNN,
+)
+from rnnlib.linear import Dense
+from rnnlib.plan import REFERENCE
+
+FEATURES = 4
+X = jax.random.normal(jax.random.key(1), (2, 5, FEATURES))
+RNGS = {"dropout": jax.random.key(2)}
+
+
+class OwnCell(RNNCellBase):
+    """A user's cell: h' = tanh(x W + h U), written with the base class's hooks only."""
+
+    features: int
+
+    def layers(self, input_shape):
+        init = jax.nn.initializers.lecun_normal()
+        return {
+            "x": Dense("x", input_shape[-1], self.features, init, jax.nn.initializers.zeros),
+            "h": Dense("h", self.features, self.features, init),
+        }
+
+    def update(self, h, a):
+        h = jnp.tanh(a["x"] + a["h"])
+        return h, h
+
+
+CELLS = {
+    "lstm": LSTMCell(FEATURES),
+    "gru": GRUCell(FEATURES),
+    "own": OwnCell(FEATURES),
+    "mingru": MinGRUCell(FEATURES),
+    "rglru": RGLRUCell(FEATURES, num_heads=2),
+}
+LINEAR = {"mingru", "rglru"}
+
+
+def _plans(name):
+    plans = [Plan(), REFERENCE, Plan(hoist_inputs=True, join_layers=True)]
+    return plans + ([Plan(scan="associative")] if name in LINEAR else [])
+
+
+def _dropout(cell, name):  # a linear cell reads no h: input dropout only
+    return RecurrentDropoutCell(cell, recurrent_rate=0.0 if name in LINEAR else 0.3, input_rate=0.2)
+
+
+def _model(name, wrapper, plan):
+    cell = CELLS[name]
+    if wrapper == "rnn":
+        return RNN(cell, plan=plan)
+    if wrapper == "dropout":
+        return StackedRNN((RNN(_dropout(cell, name), plan=plan),))
+    if wrapper == "stacked":
+        return StackedRNN((RNN(cell, plan=plan), RNN(cell, plan=plan)), dropout_rate=0.1)
+    return Bidirectional(RNN(cell, plan=plan), RNN(cell, plan=plan))
+
+
+def _run(model, variables):
+    if isinstance(model, StackedRNN):
+        return model.apply(variables, X, deterministic=False, rngs=RNGS)
+    return model.apply(variables, X)
+
+
+@pytest.mark.parametrize("wrapper", ["rnn", "dropout", "stacked", "bidirectional"])
+@pytest.mark.parametrize("name", list(CELLS))
+def test_every_wrapper_runs_every_cell_with_the_same_numbers_under_every_plan(name, wrapper):
+    plans = _plans(name)
+    variables = _model(name, wrapper, plans[0]).init(jax.random.key(0), X)
+    reference = _run(_model(name, wrapper, REFERENCE), variables)
+    assert bool(jnp.isfinite(reference).all())
+    for plan in plans:
+        got = _run(_model(name, wrapper, plan), variables)
+        np.testing.assert_allclose(got, reference, rtol=2e-5, atol=2e-6, err_msg=str(plan))
+
+
+@pytest.mark.parametrize("name", sorted(LINEAR))
+def test_a_linear_cell_wrapped_in_recurrent_dropout_keeps_its_associative_scan(name):
+    cell = _dropout(CELLS[name], name)
+    masks = cell.draw_masks(jax.random.key(3), X.shape[:1] + X.shape[2:])
+    rnn = RNN(cell.with_masks(*masks), plan=Plan(scan="associative"))
+    variables = rnn.init(jax.random.key(0), X)
+    scan = rnn.apply(variables, X)
+    loop = RNN(cell.with_masks(*masks), plan=REFERENCE).apply(variables, X)
+    np.testing.assert_allclose(scan, loop, rtol=2e-5, atol=2e-6)
+    plain = RNN(cell.with_masks(), plan=REFERENCE).apply(variables, X)
+    assert float(jnp.abs(plain - loop).max()) > 1e-3, "the input dropout changed nothing"
