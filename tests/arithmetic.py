@@ -67,6 +67,8 @@ COMPARISON_TESTS = [
     "tests/test_library_use.py",
     "tests/test_flax_layers.py",
     "tests/test_torch_weights.py",
+    "tests/test_silent_cases.py",
+    "tests/test_composition.py",
 ]
 
 
