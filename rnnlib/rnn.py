@@ -70,8 +70,9 @@ class RNN(Module):
     (default ``cell.initialize_carry(init_key, ...)``, ``init_key`` default ``jax.random.key(0)``)
     and ``seq_lengths`` (ints, ``(*batch)``): padded steps' outputs are meaningless; each carry
     follows its last valid step; length 0 gives the initial carry (flax.linen: the last padded one).
-    A length outside ``[0, time]`` is clamped to it, eagerly and under ``jit`` alike, for every
-    plan. A NaN or inf in a padded step is read as 0, so it cannot poison the gradient.
+    A length outside ``[0, time]`` is a ValueError when its values can be read; under ``jit``
+    it is clamped to that range, for every plan. A NaN or inf in a padded step is read as 0,
+    so it cannot poison the gradient.
     """
 
     cell: RNNCellBase
@@ -197,8 +198,17 @@ def _check_seq_lengths(rnn, seq_lengths, batch_dims, steps):
         )
     if not jnp.issubdtype(seq_lengths.dtype, jnp.integer):
         raise TypeError(f"seq_lengths must hold integers; got dtype {seq_lengths.dtype}.")
-    # One rule, eager or under jit, for the loop and the scan: a length is clamped to
-    # [0, steps] (a traced length cannot raise, so a concrete one does not either).
+    if not isinstance(seq_lengths, jax.core.Tracer):
+        concrete = np.asarray(seq_lengths)
+        outside = (concrete < 0) | (concrete > steps)
+        if outside.any():
+            where = tuple(int(i) for i in np.argwhere(outside)[0])
+            raise ValueError(
+                f"seq_lengths must lie in [0, {steps}] (the time axis has {steps} steps); "
+                f"seq_lengths{list(where)} is {int(concrete[where])}."
+            )
+    # Under jit no value can be read, so none can be refused: one rule for the loop and
+    # the scan clamps each length to [0, steps].
     return jnp.clip(seq_lengths, 0, steps)
 
 

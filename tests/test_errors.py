@@ -106,6 +106,15 @@ def test_seq_lengths_whose_shape_is_not_the_batch_dims_is_rejected(lengths_shape
         rnn.apply(variables, x, seq_lengths=jnp.ones(lengths_shape, jnp.int32))
 
 
+@pytest.mark.parametrize("bad", [-1, 6])
+def test_concrete_seq_lengths_outside_zero_to_time_are_rejected(bad):
+    rnn = RNN(GRUCell(features=4))
+    x = jnp.ones((2, 5, 3))
+    variables = rnn.init(KEY, x)
+    with _raises(ValueError, "[0, 5]", f"seq_lengths[1] is {bad}"):
+        rnn.apply(variables, x, seq_lengths=jnp.array([3, bad]))
+
+
 def test_float_seq_lengths_are_rejected():
     rnn = RNN(GRUCell(features=4))
     x = jnp.ones((2, 5, 3))
