@@ -1,8 +1,8 @@
 """rnnlib's recurrent layers as ``flax.linen`` modules, to use inside a model of your own.
 
 ``rnnlib.linen.RNN(cell)`` takes the place of ``nn.RNN(cell)`` in an ``nn.Module``: it is
-named ``RNN_0``, ``RNN_1``... like Flax's, and keeps its parameters under ``'cell'``, so a
-model's variables move between the two unchanged. The cell is an rnnlib cell, which brings
+named ``RNN_0``, ``RNN_1``... like Flax's, and its cell's parameters go where linen puts
+them, so a model's variables move between the two unchanged. The cell is an rnnlib cell, which brings
 what Flax's cells lack: the linear cells run as one associative scan, ``seq_lengths`` with
 any number of batch dims, recurrent dropout and ``Plan``::
 
