@@ -418,6 +418,69 @@ def test_a_file_changed_after_it_was_read_is_not_rewritten(tmp_path):
     assert path.read_text().endswith("# edited meanwhile\n")
 
 
+def same_size_edit(path: Path, old: str, new: str) -> None:
+    """Replace `old` by `new` (as long) in `path` and put its mtime back, as an edit made
+    within the mtime's resolution would leave it."""
+    before = os.stat(path)
+    text = path.read_text()
+    assert len(old) == len(new) and old in text
+    path.write_text(text.replace(old, new))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = os.stat(path)
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+
+
+def test_a_same_size_edit_with_the_same_mtime_is_not_overwritten(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text(OLD)
+    original, st = read(path)
+    same_size_edit(path, "nn.", "xx.")
+    with pytest.raises(files.Refused, match="content changed while it was being checked"):
+        files.write_back(str(path), b"new\n", original, st)
+    assert path.read_text() == OLD.replace("nn.", "xx.")
+
+
+@pytest.mark.parametrize("links", [1, 2], ids=["via-temporary", "in-place"])
+def test_a_same_size_edit_during_the_write_is_not_overwritten(tmp_path, monkeypatch, links):
+    path = tmp_path / "m.py"
+    path.write_text(OLD)
+    if links == 2:
+        os.link(path, tmp_path / "twin.py")
+    original, st = read(path)
+    real_same_bytes = files._same_bytes
+    calls = []
+
+    def edit_then_compare(target, st, original, when):
+        calls.append(when)
+        if len(calls) == 2:  # past the first comparison: the user saves an edit now
+            same_size_edit(path, "nn.", "xx.")
+        return real_same_bytes(target, st, original, when)
+
+    monkeypatch.setattr(files, "_same_bytes", edit_then_compare)
+    with pytest.raises(files.Refused, match="content changed while it was being fixed"):
+        files.write_back(str(path), b"new\n", original, st)
+    assert path.read_text() == OLD.replace("nn.", "xx.")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.py", "twin.py"][:links]
+
+
+def test_fix_keeps_a_same_size_edit_made_between_read_and_write(tmp_path, monkeypatch, capsys):
+    from rnnlib.migrate import cli
+
+    path = tmp_path / "m.py"
+    path.write_text(OLD)
+    real_check = cli.check_document
+
+    def check_then_edit(name, doc):
+        found = real_check(name, doc)
+        same_size_edit(path, "nn.", "xx.")
+        return found
+
+    monkeypatch.setattr(cli, "check_document", check_then_edit)
+    assert cli.main([str(path), "--fix"]) == 2
+    assert path.read_text() == OLD.replace("nn.", "xx.")
+    assert "content changed while it was being checked" in capsys.readouterr().err
+
+
 def test_a_failed_write_leaves_the_file_and_no_temporary_file(tmp_path, monkeypatch):
     path = tmp_path / "m.py"
     path.write_text(OLD)

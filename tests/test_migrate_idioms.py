@@ -342,6 +342,8 @@ def test_module_docstring_and_help_are_made_from_the_table(capsys):
         assert f"``{rule.code}`` {rule.title} ({rule.severities})" in migrate.__doc__
         assert f"{rule.code} {rule.severities:<6} {rule.title}" in help_text
     assert "recall" in migrate.__doc__ and "precision" in help_text
+    # --help speaks of the tool: a user has no tests/ folder of this repository.
+    assert "tests/" not in help_text and "tests." not in help_text
 
 
 def test_measured_numbers_in_the_docs_are_the_script_s_kind():

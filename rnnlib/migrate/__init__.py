@@ -106,7 +106,8 @@ could not be read or parsed (a missing path, a syntax error, a notebook that is 
 a FIFO) or ``--fix`` could not write a file; each is one line on stderr (``errors`` in JSON),
 and the other files are still checked.
 
-{measured}
+{measured} In rnnlib's source repository, ``tests/migrate_corpus_report.py`` and
+``tests/migrate_real_corpus_report.py`` measure these numbers.
 
 The code: ``rules`` (the table), one ``rule_*`` module per rule,
 ``checker`` (runs them), ``fixer`` (``--fix``), ``files`` (reading and writing files safely),

@@ -17,7 +17,10 @@ Writing (``--fix``) goes to the file a link points to, never replaces the link, 
 with the reason, rather than guess:
 
 * a read-only file (no write permission bits, or none for this user) is not rewritten;
-* a file that changed since it was read is not rewritten;
+* a file that changed since it was read is not rewritten: its inode, size and mtime are compared
+  with those it was read with, and then its bytes with the bytes that were read, so that an edit
+  of the same size made within the mtime's resolution is noticed too (checked again just before
+  the temporary file replaces it, and before a write in place);
 * the new text goes into a temporary file of the fixer's own, made with
   :func:`tempfile.mkstemp` next to the target (a fresh, hidden name that no other file has),
   given the target's mode, owner, group and extended attributes, flushed to disk, and moved over
@@ -182,6 +185,7 @@ def write_back(path: str, data: bytes, original: bytes, read_stat: os.stat_resul
         read_stat.st_mtime_ns,
     ):
         raise Refused("not rewritten: the file changed while it was being checked")
+    _same_bytes(target, st, original, "while it was being checked")
     mode = stat.S_IMODE(st.st_mode)
     if not mode & 0o222:
         raise Refused(
@@ -196,11 +200,22 @@ def write_back(path: str, data: bytes, original: bytes, read_stat: os.stat_resul
     if st.st_nlink > 1:
         _write_in_place(target, data, original, st)
         return
-    if not _write_via_temporary(target, data, st):
+    if not _write_via_temporary(target, data, original, st):
         _write_in_place(target, data, original, st)
 
 
-def _write_via_temporary(target: str, data: bytes, st: os.stat_result) -> bool:
+def _same_bytes(target: str, st: os.stat_result, original: bytes, when: str) -> None:
+    """Raise Refused unless `target` still holds exactly the bytes `original` that were read
+    (its size and mtime can stay the same through an edit)."""
+    try:
+        now = read_bytes(target, st)
+    except Refused as exc:
+        raise Refused(f"not rewritten: cannot read it again to compare ({exc})") from None
+    if now != original:
+        raise Refused(f"not rewritten: the file's content changed {when}")
+
+
+def _write_via_temporary(target: str, data: bytes, original: bytes, st: os.stat_result) -> bool:
     """Write `data` to a fresh temporary file beside `target`, give it `target`'s mode, owner
     and extended attributes, and move it over `target`. False (nothing changed) when the
     temporary file cannot take on the owner or the attributes; raises Refused on failure."""
@@ -228,6 +243,7 @@ def _write_via_temporary(target: str, data: bytes, st: os.stat_result) -> bool:
         now = os.stat(target)
         if (now.st_ino, now.st_size, now.st_mtime_ns) != (st.st_ino, st.st_size, st.st_mtime_ns):
             raise Refused("not rewritten: the file changed while it was being fixed")
+        _same_bytes(target, st, original, "while it was being fixed")
         os.replace(temp, target)
     except BaseException as exc:
         try:
@@ -271,6 +287,7 @@ def _copy_xattrs(target: str, fd: int) -> bool:
 def _write_in_place(target: str, data: bytes, original: bytes, st: os.stat_result) -> None:
     """Overwrite `target`'s own bytes (its inode, links, owner and attributes stay); on a
     failure the original bytes are written back."""
+    _same_bytes(target, st, original, "while it was being fixed")
     fd = _open(target, os.O_WRONLY, st, "not rewritten:", "while it was being fixed")
     try:
         try:
