@@ -44,6 +44,8 @@ IDIOMS = {
     "cell_subclass.py": 4 * (3 + 5 + 1) + 6,
     # Two GRU layers a step (3 then 5 inputs, 5 hidden) and the Dense head.
     "gru_layers.py": 4 * ((3 + 5 + 1) + (5 + 5 + 1)) + 6,
+    # Six LSTM steps (2 inputs, 5 hidden), the Dense head and the sum of its 12 outputs.
+    "lstm_x64.py": 6 * (2 + 5 + 1) + 6 + 12,
 }
 
 
@@ -98,6 +100,145 @@ def test_fixed_idiom_program_matches_the_old_program_under_flax_0_6(name, tmp_pa
     new = run(sys.executable, new_dir / name, new_dir, tmp_path / "new.npz")
     assert new.returncode == 0, new.stderr[-3000:]
     assert_same_numbers(tmp_path / "old.npz", tmp_path / "new.npz", terms=IDIOMS[name])
+
+
+@pytest.mark.pinned_env
+def test_an_x64_carry_keeps_its_dtype_through_the_fix(tmp_path):
+    """vmc_jax's case: under jax_enable_x64 the old static carry was float64 (its init_fn
+    follows JAX's default float) and the scan needs it to stay so. The rewrite passes
+    param_dtype=jnp.float64 to the cell that only builds the carry."""
+    python = require_oracle_python(ORACLE_PYTHON)
+    name = "lstm_x64.py"
+    work = tmp_path / "new"
+    shutil.copytree(CORPUS, work)
+    old = run(python, CORPUS / name, CORPUS, tmp_path / "old.npz")
+    assert old.returncode == 0 and "carry float64" in old.stdout, old.stderr[-3000:]
+    code, report = migrate_json(work / name, "--fix")
+    assert code == 0 and report["fully_fixed_files"] == [str(work / name)], report
+    text = (work / name).read_text()
+    assert text.count("param_dtype=jnp.float64, parent=None).initialize_carry(") == 2
+    new = run(sys.executable, work / name, work, tmp_path / "new.npz")
+    assert new.returncode == 0 and "carry float64" in new.stdout, new.stderr[-3000:]
+    want, got = np.load(tmp_path / "old.npz"), np.load(tmp_path / "new.npz")
+    assert {k: got[k].dtype for k in got.files} == {k: want[k].dtype for k in want.files}
+    # Without param_dtype (the rewrite before issue 57) the scan stops on the carry's dtype.
+    (work / name).write_text(text.replace(", param_dtype=jnp.float64", ""))
+    broken = run(sys.executable, work / name, work)
+    assert broken.returncode != 0 and "float32" in broken.stderr, broken.stderr[-3000:]
+
+
+INIT_FN = """import functools
+import jax
+import jax.numpy as jnp
+import flax.linen as nn
+
+half = functools.partial(nn.initializers.constant(0.5), dtype=jnp.float32)
+carry = nn.LSTMCell.initialize_carry(jax.random.PRNGKey(0), (2,), 4, init_fn=half)
+ones = nn.GRUCell.initialize_carry(jax.random.PRNGKey(0), (2,), 3, lambda k, s: jnp.ones(s))
+zeros = nn.LSTMCell.initialize_carry(jax.random.PRNGKey(0), (2,), 3, nn.initializers.zeros)
+print("carry", carry[0].shape, carry[0].dtype, float(carry[1].sum()), float(ones.sum()))
+print("zeros", zeros[0].shape, zeros[0].dtype, float(zeros[1].sum()))
+"""
+
+
+@pytest.mark.pinned_env
+def test_init_fn_is_rewritten_so_that_it_runs_and_gives_the_old_carry(tmp_path, capsys):
+    """fitvid's case: a suggestion that passed init_fn on as carry_init raised "zeros() got
+    multiple values for argument 'dtype'", since the current API calls it with a dtype more.
+    An init_fn that is not a Flax/JAX initializer is wrapped to be called as 0.6 called it."""
+    python = require_oracle_python(ORACLE_PYTHON)
+    old_path = tmp_path / "old.py"
+    old_path.write_text(INIT_FN)
+    old = run(python, old_path, tmp_path)
+    assert old.returncode == 0, old.stderr[-3000:]
+    code, report, path = run_snippet(tmp_path, capsys, INIT_FN, "--fix")
+    assert code == 0 and [f["fixed"] for f in report["findings"]] == [True] * 3
+    text = path.read_text()
+    assert "carry_init=lambda key, shape, dtype, init_fn=half: init_fn(key, shape)" in text
+    assert "carry_init=nn.initializers.zeros, parent=None" in text
+    new = run(sys.executable, path, tmp_path)
+    assert new.returncode == 0, new.stderr[-3000:]
+    assert new.stdout == old.stdout and "carry (2, 4) float32 4.0 6.0" in new.stdout
+    # What the suggestion used to say, carry_init=half, fails as the issue saw it.
+    path.write_text(
+        text.replace("lambda key, shape, dtype, init_fn=half: init_fn(key, shape)", "half")
+    )
+    broken = run(sys.executable, path, tmp_path)
+    assert "multiple values for argument 'dtype'" in broken.stderr, broken.stderr[-3000:]
+
+
+X64_CARRY = (
+    "import jax\nimport flax.linen as nn\n{x64}\n"
+    "carry = nn.LSTMCell.initialize_carry(jax.random.PRNGKey(0), (2,), 4)\n"
+)
+
+
+@pytest.mark.parametrize(
+    "x64",
+    [
+        "if USE_X64:\n    jax.config.update('jax_enable_x64', True)\n",
+        "jax.config.update('jax_enable_x64', FLAGS.x64)\n",
+        "import os\nos.environ['JAX_ENABLE_X64'] = '1'\n",
+        "import jax.numpy as jnp\nx = jnp.zeros(3, jnp.float64)\n",
+    ],
+    ids=["conditional", "flag", "environment", "float64"],
+)
+def test_a_file_that_may_run_under_x64_is_left_failing_with_the_edit(x64, tmp_path, capsys):
+    source = X64_CARRY.format(x64=x64)
+    code, report, path = run_snippet(tmp_path, capsys, source, "--fix")
+    [finding] = report["findings"]
+    assert (code, finding["code"], finding["fixed"]) == (1, "MIG001", False)
+    assert "jax_enable_x64" in finding["reason"]
+    # The edit to make, spelt with the file's own name for jax.numpy where it has one.
+    wide = "jnp" if "import jax.numpy as jnp" in source else "jax.numpy"
+    edit = f"nn.LSTMCell(features=4, param_dtype={wide}.float64, parent=None).initialize_carry("
+    assert edit in finding["reason"] and "without param_dtype" in finding["reason"]
+    assert path.read_text() == source
+    assert run_snippet(tmp_path, capsys, source, "--strict")[0] == 1
+
+
+def test_x64_turned_on_is_fixed_through_the_file_s_own_names(tmp_path, capsys):
+    source = X64_CARRY.format(x64="jax.config.update('jax_enable_x64', True)\n")
+    code, report, path = run_snippet(tmp_path, capsys, source, "--fix")
+    assert code == 0 and [f["fixed"] for f in report["findings"]] == [True]
+    assert "nn.LSTMCell(features=4, param_dtype=jax.numpy.float64, parent=None)" in (
+        path.read_text()
+    )
+    # Without x64 in the file the rewrite stays as it was: float32, as the old carry was.
+    code, report, path = run_snippet(tmp_path, capsys, X64_CARRY.format(x64=""), "--fix")
+    assert code == 0 and "param_dtype" not in path.read_text()
+
+
+@pytest.mark.pinned_env
+def test_a_current_api_scan_wrapper_passes_strict_and_runs(tmp_path):
+    """JaxMARL's case: an nn.scan wrapper with a static initialize_carry, written against the
+    current API, got MIG004 ("the Flax 0.6 idiom") and failed --strict with nothing to change."""
+    name = "scan_current_api.py"
+    code, report = migrate_json(CORPUS / name, "--strict")
+    assert (code, report["findings"], report["errors"]) == (0, [], [])
+    ran = run(sys.executable, CORPUS / name, CORPUS)
+    assert ran.returncode == 0 and "q (4, 2, 2)" in ran.stdout, ran.stderr[-3000:]
+
+
+def test_the_scan_wrapper_advice_names_the_old_carry_and_goes_once_it_is_fixed(tmp_path, capsys):
+    source = (
+        "import flax.linen as nn\nimport jax\n\n"
+        "class Wrapper(nn.Module):\n"
+        "    @nn.compact\n"
+        "    def __call__(self, carry, xs):\n"
+        "        scan = nn.scan(nn.GRUCell, variable_broadcast='params',\n"
+        "                       split_rngs={'params': False})\n"
+        "        return scan(features=4)(carry, xs)\n\n"
+        "    @staticmethod\n"
+        "    def initialize_carry(batch):\n"
+        "        return nn.GRUCell.initialize_carry(jax.random.PRNGKey(0), (batch,), 4)\n"
+    )
+    code, report, path = run_snippet(tmp_path, capsys, source, "--fix")
+    codes = sorted((f["code"], f["fixed"]) for f in report["findings"])
+    assert codes == [("MIG001", True), ("MIG004", True)]
+    # The fixed file builds its carry from a configured cell: the advice is not made again.
+    code, report, _ = run_snippet(tmp_path, capsys, path.read_text(), "--strict")
+    assert (code, report["findings"]) == (0, [])
 
 
 def assert_same_numbers(old_npz, new_npz, terms):
@@ -315,12 +456,13 @@ def test_width_read_from_the_carry_names_it_in_the_suggestion(tmp_path, capsys):
 
 
 def test_advice_alone_exits_0_and_fails_with_strict(tmp_path, capsys):
-    source = (CORPUS / "bilstm_classifier.py").read_text()
+    # What --fix leaves here is the advice on the custom cell's own old initialize_carry.
+    source = (CORPUS / "scan_custom_cell.py").read_text()
     code, _, path = run_snippet(tmp_path, capsys, source, "--fix")
     assert code == 0
     assert main([str(path), "--strict"]) == 1
     out = capsys.readouterr().out
-    assert "MIG004 advice:" in out
+    assert "MIG006 advice:" in out
 
 
 def test_rules_table_is_one_table_with_known_severities():

@@ -27,6 +27,7 @@ from rnnlib.migrate.names import _INITIALIZER_MODULES, _current_name, _family, _
 from rnnlib.migrate.resolve import Kinds
 from rnnlib.migrate.rules import BY_CODE
 from rnnlib.migrate.source import _has_star, _Source
+from rnnlib.migrate.x64 import x64_state
 
 
 class Checker:
@@ -42,6 +43,8 @@ class Checker:
         # constructor call (MIG003).
         self.rnn_findings: dict[int, Finding] = {}
         self.ctor_findings: dict[int, Finding] = {}
+        # Whether the file turns on 64-bit floats (rnnlib.migrate.x64), which old carries follow.
+        self.x64 = x64_state(names)
 
     def run(self) -> list[Finding]:
         calls = [n for n in ast.walk(self.tree) if isinstance(n, ast.Call)]

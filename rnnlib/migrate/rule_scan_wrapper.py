@@ -6,6 +6,12 @@ The Flax 0.6 way to run a cell over time: a module whose ``__call__`` is (or cal
 built from a configured cell (MIG001), it runs under current Flax: this is advice, which fails a
 run only with ``--strict``. ``nn.RNN`` does the same, but it is not a drop-in replacement for a
 scan whose step resets or edits the carry, and it moves parameter paths.
+
+A wrapper is reported only while its ``initialize_carry`` still calls the old API (a static
+``Cell.initialize_carry`` on a class, or the old ``(rng, batch_dims, size)`` arguments): the
+same structure written against the current API (``Cell(features=n).initialize_carry(rng,
+shape)``, as JaxMARL's ``ScannedRNN`` does) needs no change, so it must not fail ``--strict``.
+Once ``--fix`` has rewritten the carry, the finding is gone from the next run.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import ast
 
 from rnnlib.migrate.names import _PARENT_NONE_WHY, _SCANS
+from rnnlib.migrate.resolve import CLASS, SCAN
 from rnnlib.migrate.source import _in_axes
 
 
@@ -25,7 +32,7 @@ def check(ctx, cls: ast.ClassDef):
             }
             if decorators & {"staticmethod", "classmethod"}:
                 carry_def = stmt
-    if carry_def is None:
+    if carry_def is None or not _old_carry(ctx, carry_def):
         return
     scan = _find_scan(ctx, cls)
     if scan is None:
@@ -67,6 +74,23 @@ def check(ctx, cls: ast.ClassDef):
         reason="replacing the scan wrapper with nn.RNN changes the module's "
         "structure and its parameter names; do it by hand, or keep it (it is advice)",
     )
+
+
+def _old_carry(ctx, carry_def) -> bool:
+    """Whether `carry_def` builds its carry with the Flax 0.6 API: initialize_carry called on
+    a cell class, or with the old (rng, batch_dims, size) arguments."""
+    for node in ast.walk(carry_def):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            continue
+        if node.func.attr != "initialize_carry":
+            continue
+        kind = ctx.kinds.kind(node.func.value)
+        if kind is not None and kind.tag in (CLASS, SCAN):
+            return True
+        args = ctx.old_args(node)
+        if args and "size" in args:
+            return True
+    return False
 
 
 def _width_name(ctx, cls, carry_def) -> str:

@@ -23,6 +23,7 @@ from rnnlib.migrate.source import (
     _removal_edits,
     _with_placeholder,
 )
+from rnnlib.migrate.x64 import float64_spelling
 
 
 def check(ctx, call: ast.Call):
@@ -65,16 +66,20 @@ def check(ctx, call: ast.Call):
     rng, batch, size, init = (args.get(k) for k in ("rng", "batch_dims", "size", "init_fn"))
     seg = ctx.src.segment
     rng_src = seg(rng) if rng is not None else "rng"
-    init_part = f", carry_init={seg(init)}" if init is not None else ""
+    init_part = _carry_init(ctx, init)
     if name in _CONV_CELLS:
         return _conv_suggestion(
             ctx, call, message, new_spelled, rng_src, batch, size, init_part, family
         )
+    dtype_part, x64_reason = "", None
+    if init is None or ctx.known_initializer(init):  # a wrapped init_fn keeps its own dtype
+        dtype_part, x64_reason = _x64(ctx, family, new_spelled, seg(size), init_part)
     parent_part = ", parent=None" if family == "flax" else ""
     # Only Flax cells are ever rewritten, so only their suggestion says what --fix writes.
     fix_note = f"; --fix writes 1; {_PARENT_NONE_WHY}" if family == "flax" else ""
     suggestion = (
-        f"{new_spelled}(features={seg(size)}{init_part}{parent_part}).initialize_carry("
+        f"{new_spelled}(features={seg(size)}{init_part}{dtype_part}{parent_part})"
+        f".initialize_carry("
         f"{rng_src}, {_with_placeholder(ctx.src, batch, '<input channels>')})"
         f"  # any positive <input channels> gives the same carry, since the carry of "
         f"{new_name} does not depend on it{fix_note}"
@@ -94,27 +99,65 @@ def check(ctx, call: ast.Call):
         )
     elif not _is_int_like(size):
         reason = f"size {seg(size)} is not an int, which {name} needs"
-    elif init is not None and not ctx.known_initializer(init):
-        reason = (
-            f"init_fn {seg(init)} becomes carry_init, which the current API calls as "
-            f"(key, shape, dtype); check that it accepts dtype, then edit by hand"
-        )
     elif _has_comment(seg(batch)):
         reason = "batch_dims contains a comment, which an automatic edit could misplace"
+    elif x64_reason is not None:
+        reason = x64_reason
     edits = None
     if reason is None:
-        edits = _static_edits(ctx, call, owner, args, size, init, batch)
+        edits = _static_edits(ctx, call, owner, args, size, init, batch, dtype_part)
         if edits is None:
             reason = "the arguments are laid out in a way the fixer does not rewrite"
     return ctx.add(call, "MIG001", message, suggestion, edits=edits, reason=reason)
 
 
-def _static_edits(ctx, call, owner, args, size, init, batch):
+def _carry_init(ctx, init) -> str:
+    """The carry_init part of the new cell for the old call's `init_fn` ("" when none).
+
+    0.6 called ``init_fn(key, shape)``; the current API calls ``carry_init(key, shape, dtype)``
+    with the cell's param_dtype. A Flax or JAX initializer takes that dtype, and is passed as it
+    is. Anything else (a ``functools.partial`` that already sets ``dtype``, a function of two
+    arguments) is wrapped so that it is called exactly as before, once bound as a default:
+    ``lambda key, shape, dtype, init_fn=OLD: init_fn(key, shape)``."""
+    if init is None:
+        return ""
+    seg = ctx.src.segment
+    if ctx.known_initializer(init):
+        return f", carry_init={seg(init)}"
+    return f", carry_init=lambda key, shape, dtype, init_fn={seg(init)}: init_fn(key, shape)"
+
+
+def _x64(ctx, family, spelled, size_src, init_part):
+    """(the param_dtype part the new cell needs, a reason not to fix) under 64-bit floats.
+
+    The old carry had JAX's default float (float64 with x64 on); the new one has the cell's
+    param_dtype, float32 unless set. The cell built here only makes the carry (parent=None), so
+    its param_dtype changes nothing else."""
+    state, line, what = ctx.x64
+    if family != "flax" or state is None:
+        return "", None
+    wide = float64_spelling(ctx.names)
+    part = f", param_dtype={wide or 'jnp.float64'}"
+    if state == "on" and wide is not None:
+        return part, None
+    edit = f"{spelled}(features={size_src}{init_part}{part}, parent=None).initialize_carry(...)"
+    if state == "on":
+        return part, (
+            f"this file turns on jax_enable_x64 (line {line}), so the old carry was float64, "
+            f"and the new one follows param_dtype (float32 unless set); write {edit} and "
+            f"import jax.numpy as jnp"
+        )
+    return part, (
+        f"this file may run with jax_enable_x64 on (line {line}: {what}); the old carry "
+        f"was then float64, and the new one follows param_dtype (float32 unless set): "
+        f"where x64 is on, write {edit}; where it is off, the same without param_dtype"
+    )
+
+
+def _static_edits(ctx, call, owner, args, size, init, batch, dtype_part=""):
     seg = ctx.src.segment
     features = f"(features={seg(size)}"
-    if init is not None:
-        features += f", carry_init={seg(init)}"
-    features += ", parent=None)"  # only Flax cells get here; see _PARENT_NONE_WHY
+    features += f"{_carry_init(ctx, init)}{dtype_part}, parent=None)"  # only Flax cells get here; see _PARENT_NONE_WHY
     edits = [(ctx.src.end(owner), ctx.src.end(owner), features)]
     batch_kw = _keyword(call, "batch_dims")
     shape = _with_placeholder(ctx.src, batch, "1")

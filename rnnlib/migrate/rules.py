@@ -78,10 +78,12 @@ RULES = (
         ADVICE,
         "hand-written scan",
         "A module that scans a cell with `nn.scan` and builds its carry in a class-level "
-        "`initialize_carry`, the Flax 0.6 idiom.",
+        "`initialize_carry` with the old API (on a cell class, or with `size`), the Flax 0.6 "
+        "idiom; the same wrapper written against the current API is not reported.",
         "Nothing, once its cells have `features`: `nn.RNN` is shorter, but not a drop-in "
         "replacement for a step that resets the carry (RL code at episode boundaries).",
-        "none (a structural change; parameter paths move).",
+        "none (a structural change; parameter paths move); the advice goes, marked fixed, "
+        "when `--fix` rewrites the carry (MIG001).",
     ),
     Rule(
         "MIG005",
