@@ -209,6 +209,31 @@ def test_x64_turned_on_is_fixed_through_the_file_s_own_names(tmp_path, capsys):
     assert code == 0 and "param_dtype" not in path.read_text()
 
 
+INSTANCE_X64 = (
+    "import jax\nimport flax.linen as nn\n\n"
+    "jax.config.update('jax_enable_x64', True)\n"
+    "cell = nn.LSTMCell()\n"
+    "carry = cell.initialize_carry(jax.random.PRNGKey(0), (2,), 4)\n"
+    "print(carry[0].dtype, carry[0].shape)\n"
+)
+
+
+@pytest.mark.pinned_env
+def test_an_instance_carry_under_x64_names_the_edit_that_keeps_its_dtype(tmp_path, capsys):
+    # Giving the instance param_dtype=float64 would change its parameters too: the carry
+    # comes from a cell of its own, and the edit says so, ready to paste.
+    code, report, path = run_snippet(tmp_path, capsys, INSTANCE_X64, "--fix")
+    carry = next(f for f in report["findings"] if f["code"] == "MIG007")
+    assert code == 1 and not carry["fixed"] and "jax_enable_x64" in carry["reason"]
+    edit = carry["reason"].rsplit("instead, ", 1)[1]
+    assert edit.startswith("nn.LSTMCell(features=4, param_dtype=jax.numpy.float64, parent")
+    old_line = "cell.initialize_carry(jax.random.PRNGKey(0), (2,), 4)"
+    path.write_text(path.read_text().replace(old_line, edit))
+    ran = run(sys.executable, path, tmp_path)
+    assert ran.stdout == "float64 (2, 4)\n", ran.stderr[-3000:]
+    assert migrate_json(path, "--strict")[0] == 0
+
+
 @pytest.mark.pinned_env
 def test_a_current_api_scan_wrapper_passes_strict_and_runs(tmp_path):
     """JaxMARL's case: an nn.scan wrapper with a static initialize_carry, written against the

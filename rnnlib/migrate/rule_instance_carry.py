@@ -28,6 +28,7 @@ from rnnlib.migrate.source import (
     _removal_edits,
     _with_placeholder,
 )
+from rnnlib.migrate.x64 import float64_spelling
 
 # Libraries whose recurrent cells have an initialize_carry-free API of their own.
 _OTHER_LIBRARIES = frozenset(
@@ -111,7 +112,13 @@ def check(ctx, call: ast.Call):
     if kind.family != "flax" or name not in _FEATURELESS_CELLS:
         reason = f"a {name} carry needs the input's shape, which this call does not show"
     elif init is not None:
-        reason = "init_fn has no place in the current call; set carry_init on the cell"
+        reason = (
+            f"init_fn has no place in the current call: build {spelled} (line {ctor.lineno}) "
+            f"with carry_init=lambda key, shape, dtype, init_fn={seg(init)}: init_fn(key, "
+            f"shape), which calls it as 0.6 did, and drop init_fn here"
+        )
+    elif _dtype_reason(ctx, ctor, spelled, name, seg(size), rng_src, batch) is not None:
+        reason = _dtype_reason(ctx, ctor, spelled, name, seg(size), rng_src, batch)
     elif not _is_int_like(size):
         reason = f"size {seg(size)} is not an int, which {name} needs"
     elif width is None:
@@ -138,6 +145,33 @@ def check(ctx, call: ast.Call):
         finding.partner = owner
         return finding
     return ctx.add(call, "MIG007", message, suggestion, edits=edits, reason=reason)
+
+
+def _dtype_reason(ctx, ctor, spelled, name, size_src, rng_src, batch) -> str | None:
+    """Why the carry's dtype may change when it comes from the instance (None if it cannot).
+
+    The old call filled the carry with JAX's default float (float64 under jax_enable_x64);
+    the instance's own initialize_carry uses its param_dtype, and giving the instance
+    param_dtype=float64 would change its parameters too. A cell of its own keeps both."""
+    state, line, what = ctx.x64
+    dtype = next((k for k in getattr(ctor, "keywords", []) if k.arg == "param_dtype"), None)
+    if state is None and dtype is None:
+        return None
+    why = (
+        f"{spelled} is built with param_dtype={ctx.src.segment(dtype.value)}"
+        if dtype is not None
+        else f"this file {'turns on' if state == 'on' else 'may run with'} jax_enable_x64 "
+        f"(line {line}: {what})"
+    )
+    wide = float64_spelling(ctx.names) or "jnp.float64"
+    wide = wide if dtype is None or state is not None else "jnp.float32"
+    return (
+        f"{why}: the old carry had JAX's default float and the new one would have "
+        f"{spelled}'s param_dtype; build it from a cell of its own instead, "
+        f"nn.{name}(features={size_src}, param_dtype={wide}, parent=None)"
+        f".initialize_carry({rng_src}, {_with_placeholder(ctx.src, batch, '1')})"
+        + ("" if state == "on" else " (float32 where x64 is off)")
+    )
 
 
 def _planned_width(ctx, ctor):
