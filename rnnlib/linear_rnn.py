@@ -93,7 +93,25 @@ def log_combine(earlier, later):
     return log_a1 + log_a2, jnp.logaddexp(log_a2 + log_b1, log_b2)
 
 
-def associative(bound: Bound, carry, xs, seq_lengths=None):
+def restarting(rule):
+    """``rule`` (``combine`` or ``log_combine``) on ``(start, a, b)`` triples, for resets.
+
+    ``start`` is true for a stretch of steps that holds the first step of an episode, where
+    the carry goes back to ``h_0``. Such a stretch forgets every step before it: combined after
+    anything, it stays itself, so each prefix is the pair of the steps since the last start,
+    and ``h_t = A_t h_0 + B_t`` still holds, with ``h_0`` of either sign (log space too).
+    The rule is still associative, so the scan stays one parallel scan; where a stretch holds
+    a start, the earlier stretch gets a derivative of exactly zero."""
+
+    def combined(earlier, later):
+        (start1, *pair1), (start2, *pair2) = earlier, later
+        a, b = rule(pair1, pair2)
+        return start1 | start2, jnp.where(start2, pair2[0], a), jnp.where(start2, pair2[1], b)
+
+    return combined
+
+
+def associative(bound: Bound, carry, xs, seq_lengths=None, resets=None):
     """``(final_carry, outputs)`` of a bound linear cell over axis 0 of ``xs``, by one
     ``jax.lax.associative_scan``: what ``RNN`` runs for ``Plan(scan="associative")``.
 
@@ -101,7 +119,9 @@ def associative(bound: Bound, carry, xs, seq_lengths=None):
     gives, for each ``t``, the pair ``(A_t, B_t)`` of steps ``1..t``, so ``h_t = A_t h_0 + B_t``
     for any initial carry ``h_0`` (of either sign, in log space too). With ``seq_lengths``
     (``(*batch)`` ints), the final carry is each sequence's ``h`` after its last valid step,
-    ``h_0`` for a length of 0. Raises a ``TypeError`` for a cell that is not linear in its carry.
+    ``h_0`` for a length of 0. With ``resets`` (``(time, *batch)`` bools), the carry is ``h_0``
+    again before each flagged step (the scan's operator is ``restarting``'s). Raises a
+    ``TypeError`` for a cell that is not linear in its carry.
     """
     cell = bound.cell
     _check_linear(cell, bound, carry)
@@ -112,7 +132,12 @@ def associative(bound: Bound, carry, xs, seq_lengths=None):
     shape = jnp.broadcast_shapes(jnp.shape(a_t), jnp.shape(b_t), (steps, *jnp.shape(carry)))
     a_t, b_t = jnp.broadcast_to(a_t, shape), jnp.broadcast_to(b_t, shape)
     log_space = getattr(cell, "log_space", False)
-    prefix_a, prefix_b = lax.associative_scan(log_combine if log_space else combine, (a_t, b_t))
+    rule = log_combine if log_space else combine
+    if resets is None:
+        prefix_a, prefix_b = lax.associative_scan(rule, (a_t, b_t))
+    else:
+        starts = resets.reshape(resets.shape + (1,) * (len(shape) - resets.ndim))
+        _, prefix_a, prefix_b = lax.associative_scan(restarting(rule), (starts, a_t, b_t))
     if log_space:
         prefix_a, prefix_b = jnp.exp(prefix_a), jnp.exp(prefix_b)
     hs = prefix_a * carry + prefix_b

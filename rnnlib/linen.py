@@ -142,7 +142,8 @@ class RNN(nn.Module):
     The call takes ``inputs`` ``(*batch, time, *signal, channels)`` and, as ``nn.RNN``,
     ``initial_carry``, ``init_key``, ``seq_lengths`` (ints ``(*batch)``, any number of batch
     dims), ``return_carry``, ``time_major``, ``reverse`` and ``keep_order``, plus
-    ``deterministic``. The parameters sit where ``nn.RNN``'s would. A sequence of length 0
+    ``deterministic`` and ``resets`` (bools ``(*batch, time)``: the carry starts afresh
+    before each flagged step, as ``rnnlib.RNN``'s; ``nn.RNN`` has none). The parameters sit where ``nn.RNN``'s would. A sequence of length 0
     gives back its initial carry (``nn.RNN``: the carry after the padded steps).
     """
 

@@ -73,6 +73,20 @@ class RNN(Module):
     A length outside ``[0, time]`` is a ValueError when its values can be read; under ``jit``
     it is clamped to that range, for every plan. A NaN or inf in a padded step is read as 0,
     so it cannot poison the gradient.
+
+    ``apply`` also takes ``resets``, booleans shaped like the inputs' batch and time axes,
+    ``(*batch, time)`` (``(time, *batch)`` with ``time_major``): where ``resets[..., t]`` is
+    true, step ``t`` starts a new episode, and the carry is set back to the initial carry
+    (``initial_carry``, or the cell's ``initialize_carry``) before that step reads its input.
+    This is the convention of Haiku's ``ResetCore`` and of purejaxrl's recurrent PPO: the flag
+    travels with the first step of an episode, and the reset happens before the step, never
+    after it. Every episode's outputs are then those of running it alone, from the initial
+    carry, and no gradient flows from one episode into an earlier one. A flag at step 0 changes
+    nothing. With ``reverse`` the flags still mark where episodes start in the input; read
+    backwards, an episode is entered at its last step, so the carry is reset before each step
+    whose next valid step starts an episode: each direction of a ``Bidirectional`` sees every
+    episode on its own. The associative scan folds the flags into its operator (a stretch of
+    steps that holds a start forgets the steps before it), so it stays one parallel scan.
     """
 
     cell: RNNCellBase
@@ -120,6 +134,7 @@ class RNN(Module):
         time_major=None,
         reverse=None,
         keep_order=None,
+        resets=None,
     ):
         return_carry = self.return_carry if return_carry is None else return_carry
         time_major = self.time_major if time_major is None else time_major
@@ -132,9 +147,14 @@ class RNN(Module):
         check_params(self, params, {"cell": self.cell.param_shapes(step_shape)})
         if seq_lengths is not None:
             seq_lengths = _check_seq_lengths(self, seq_lengths, batch_dims, inputs.shape[time_axis])
+        if resets is not None:
+            resets = _check_resets(self, resets, inputs.shape[: len(batch_dims) + 1], time_major)
 
         if reverse:
             inputs = flip_sequences(inputs, seq_lengths, len(batch_dims), time_major)
+        if reverse and resets is not None:
+            resets = _entered_backwards(resets, seq_lengths, time_axis)
+            resets = flip_sequences(resets, seq_lengths, len(batch_dims), time_major)
         if initial_carry is None:
             key = jax.random.key(0) if init_key is None else init_key
             carry = self.cell.initialize_carry(key, step_shape)
@@ -145,11 +165,21 @@ class RNN(Module):
         xs = jnp.moveaxis(inputs, time_axis, 0)
         if seq_lengths is not None:
             xs = _finite_padding(xs, seq_lengths)
+        if resets is not None:
+            resets = jnp.moveaxis(resets, time_axis, 0)
         lengths = seq_lengths if return_carry else None
         plan = resolve(self.plan, self.cell, step_shape)
         with jax.named_scope(f"RNN_{type(self.cell).__name__}"):
             carry, outputs = _scan(
-                self.cell, params["cell"], step_shape, carry, xs, lengths, self.unroll, plan
+                self.cell,
+                params["cell"],
+                step_shape,
+                carry,
+                xs,
+                lengths,
+                self.unroll,
+                plan,
+                resets,
             )
         outputs = jnp.moveaxis(outputs, 0, time_axis)
         if reverse and keep_order:
@@ -157,20 +187,24 @@ class RNN(Module):
         return (carry, outputs) if return_carry else outputs
 
 
-def _scan(cell, params, step_shape, carry, inputs, seq_lengths, unroll, plan):
+def _scan(cell, params, step_shape, carry, inputs, seq_lengths, unroll, plan, resets=None):
     """``(final_carry, outputs)`` over axis 0 of ``inputs``, as ``plan`` says; with ``seq_lengths``,
-    the carry after each sequence's last valid step (a select per step, nothing stacked)."""
+    the carry after each sequence's last valid step (a select per step, nothing stacked); with
+    ``resets`` (``(time, *batch)`` bools), the initial carry again before each flagged step."""
     bound = cell.bind(params, step_shape, plan.join_layers)
     if plan.scan == "associative":  # a cell linear in its carry: every step at once
-        return associative(bound, carry, inputs, seq_lengths)
+        return associative(bound, carry, inputs, seq_lengths, resets)
     step = bound.step if plan.hoist_inputs else bound.__call__  # a method: scan keeps a weakref
     inputs = bound.inputs(inputs) if plan.hoist_inputs else inputs
     # lax.scan needs a carry of the dtype a step returns (complex inputs, a bfloat16 cell): cast.
     x = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape[1:], a.dtype), inputs)
     out = jax.eval_shape(lambda c, x: step(c, x)[0], carry, x)
     carry = jax.tree_util.tree_map(lambda c, o: jnp.asarray(c, o.dtype), carry, out)
-    if seq_lengths is None and plan.kernel_gradients_after_loop and not plan.hoist_inputs:
+    plain = seq_lengths is None and resets is None
+    if plain and plan.kernel_gradients_after_loop and not plan.hoist_inputs:
         return sequence(cell, params, carry, inputs, step_shape, plan.join_layers, unroll)
+    if resets is not None:
+        step, inputs = _restarting(step, carry), (inputs, resets)
     if seq_lengths is None:
         return jax.lax.scan(step, carry, inputs, unroll=unroll)
 
@@ -187,6 +221,50 @@ def _scan(cell, params, step_shape, carry, inputs, seq_lengths, unroll, plan):
     times = jnp.arange(jax.tree_util.tree_leaves(inputs)[0].shape[0])
     (_, kept), outputs = jax.lax.scan(body, (carry, carry), (inputs, times), unroll=unroll)
     return kept, outputs
+
+
+def _restarting(step, initial):
+    """``step`` on ``(x, reset)`` pairs: from ``initial`` where ``reset``, else from the carry."""
+
+    def restarted(carry, xs):
+        x, reset = xs
+
+        def pick(start, running):  # reset is (*batch); a leaf is (*batch, *features)
+            flag = reset.reshape(reset.shape + (1,) * (running.ndim - reset.ndim))
+            return jnp.where(flag, start, running)
+
+        return step(jax.tree_util.tree_map(pick, initial, carry), x)
+
+    return restarted
+
+
+def _entered_backwards(resets, seq_lengths, time_axis):
+    """Where a reversed run enters an episode: each step whose next valid step starts one.
+
+    ``resets`` marks the first step of each episode; read from the end, an episode begins at
+    its last step, the step before a flagged one (the last valid step needs no flag: the run
+    starts there from the initial carry)."""
+    steps = resets.shape[time_axis]
+    t = jax.lax.broadcasted_iota(jnp.int32, resets.shape, time_axis)
+    valid = steps if seq_lengths is None else jnp.expand_dims(seq_lengths, time_axis)
+    return jnp.roll(resets, -1, axis=time_axis) & (t + 1 < valid)
+
+
+def _check_resets(rnn, resets, expected, time_major):
+    layout = "(time, *batch)" if time_major else "(*batch, time)"
+    shape = tuple(np.shape(resets))
+    if shape != tuple(expected):
+        raise ValueError(
+            f"{describe(rnn)} expects resets shaped {layout}, the inputs' batch and time "
+            f"axes, {tuple(expected)}; got shape {shape}."
+        )
+    resets = jnp.asarray(resets)
+    if resets.dtype != jnp.bool_:
+        raise TypeError(
+            f"{describe(rnn)} expects resets to be booleans (True where a step starts a new "
+            f"episode); got dtype {resets.dtype}. Pass resets.astype(bool) or resets == 1."
+        )
+    return resets
 
 
 def _check_seq_lengths(rnn, seq_lengths, batch_dims, steps):
