@@ -209,6 +209,25 @@ def test_x64_turned_on_is_fixed_through_the_file_s_own_names(tmp_path, capsys):
     assert code == 0 and "param_dtype" not in path.read_text()
 
 
+@pytest.mark.parametrize(
+    "cell, last", [("LSTMCell", "carry[0].shape[-1]"), ("GRUCell", "carry.shape[-1]")]
+)
+def test_a_width_the_fixer_cannot_read_gets_the_edit_to_write(cell, last, tmp_path, capsys):
+    source = (
+        "import flax.linen as nn\n\n"
+        "class Net(nn.Module):\n"
+        "    @nn.compact\n"
+        "    def __call__(self, carry, x):\n"
+        f"        step = nn.{cell}(name='cell')\n"
+        "        return run_steps(step, carry, x)\n"
+    )
+    code, report, _ = run_snippet(tmp_path, capsys, source)
+    [finding] = report["findings"]
+    assert (code, finding["code"], finding["fixable"]) == (1, "MIG003", False)
+    assert f"write nn.{cell}(features=<hidden size>, name='cell') at line 6" in finding["reason"]
+    assert last in finding["reason"]
+
+
 INSTANCE_X64 = (
     "import jax\nimport flax.linen as nn\n\n"
     "jax.config.update('jax_enable_x64', True)\n"

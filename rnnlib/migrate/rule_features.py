@@ -86,7 +86,14 @@ def check(ctx, call: ast.Call):
     elif conflict:
         reason = f"two widths are written for this cell, {conflict}; choose one by hand"
     elif width is None:
-        reason = "the width of the carry is not written where this cell is built or used"
+        lstm = "LSTM" in name
+        last = "carry[0].shape[-1] for an LSTM's (c, h)" if lstm else "carry.shape[-1]"
+        reason = (
+            f"the width of the carry is not written where this cell is built or used: write "
+            f"{ctx.cell_with_features(call, '<hidden size>', True)} at line {call.lineno}, "
+            f"<hidden size> being the last dimension of the carry it is called with "
+            f"({last}), the size its old initialize_carry was given"
+        )
     # The RNN's cell_size, when it is there and could be an int, is the width to give.
     if size is not None and _is_int_like(size):
         hint = ctx.src.segment(size)
