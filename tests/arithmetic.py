@@ -69,6 +69,7 @@ COMPARISON_TESTS = [
     "tests/test_torch_weights.py",
     "tests/test_silent_cases.py",
     "tests/test_composition.py",
+    "tests/test_resets.py",
 ]
 
 
