@@ -143,8 +143,9 @@ class RNN(nn.Module):
     ``initial_carry``, ``init_key``, ``seq_lengths`` (ints ``(*batch)``, any number of batch
     dims), ``return_carry``, ``time_major``, ``reverse`` and ``keep_order``, plus
     ``deterministic`` and ``resets`` (bools ``(*batch, time)``: the carry starts afresh
-    before each flagged step, as ``rnnlib.RNN``'s; ``nn.RNN`` has none). The parameters sit where ``nn.RNN``'s would. A sequence of length 0
-    gives back its initial carry (``nn.RNN``: the carry after the padded steps).
+    before each flagged step, as ``rnnlib.RNN``'s; ``nn.RNN`` has none). The parameters sit
+    where ``nn.RNN``'s would. A sequence of length 0 gives back its initial carry (``nn.RNN``:
+    the carry after the padded steps).
     """
 
     cell: Any

@@ -149,12 +149,13 @@ class RNN(Module):
             seq_lengths = _check_seq_lengths(self, seq_lengths, batch_dims, inputs.shape[time_axis])
         if resets is not None:
             resets = _check_resets(self, resets, inputs.shape[: len(batch_dims) + 1], time_major)
+            if reverse:
+                resets = _entered_backwards(resets, seq_lengths, time_axis)
+                resets = flip_sequences(resets, seq_lengths, len(batch_dims), time_major)
+            resets = jnp.moveaxis(resets, time_axis, 0)  # time first, as the scan reads it
 
         if reverse:
             inputs = flip_sequences(inputs, seq_lengths, len(batch_dims), time_major)
-        if reverse and resets is not None:
-            resets = _entered_backwards(resets, seq_lengths, time_axis)
-            resets = flip_sequences(resets, seq_lengths, len(batch_dims), time_major)
         if initial_carry is None:
             key = jax.random.key(0) if init_key is None else init_key
             carry = self.cell.initialize_carry(key, step_shape)
@@ -165,8 +166,6 @@ class RNN(Module):
         xs = jnp.moveaxis(inputs, time_axis, 0)
         if seq_lengths is not None:
             xs = _finite_padding(xs, seq_lengths)
-        if resets is not None:
-            resets = jnp.moveaxis(resets, time_axis, 0)
         lengths = seq_lengths if return_carry else None
         plan = resolve(self.plan, self.cell, step_shape)
         with jax.named_scope(f"RNN_{type(self.cell).__name__}"):
