@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 
 import rnnlib
+from benchmarks import lstm_programs
 
 DENSE_CELLS = ("LSTMCell", "OptimizedLSTMCell", "GRUCell")
 CONV_CELLS = ("ConvLSTMCell",)
@@ -34,18 +35,11 @@ OPTIMIZED_AGAIN = "flax.linen:OptimizedLSTMCell:again"
 # rnnlib with its input projection forced before the loop or into it (``Plan.hoist_inputs``);
 # plain "rnnlib" lets the backend decide. Not run unless asked for (``--contenders``).
 RNNLIB_HOISTING = {"rnnlib": None, "rnnlib:hoisted": True, "rnnlib:in-loop": False}
-# The LSTM with its kernel gradients taken after the backward loop, two ways
-# (benchmarks/backward.py). Not run unless asked for.
-BACKWARD = ("lax.scan:custom_vjp", "lax.scan:custom_jvp")
-# The LSTM's forward pass scheduled other ways (benchmarks/forward.py). Not run unless
-# asked for.
-FORWARD = (
-    "lax.scan:per-gate",
-    "lax.scan:per-gate-hidden",
-    "lax.scan:stacked",
-    "lax.scan:hoisted",
-    "lax.scan:unroll-4",
-)
+# The LSTM with its kernel gradients taken after the backward loop, two ways, and its
+# forward pass scheduled other ways (benchmarks/lstm_programs.py, timed by
+# benchmarks/backward.py and benchmarks/forward.py). Not run unless asked for.
+BACKWARD = lstm_programs.BACKWARD
+FORWARD = lstm_programs.FORWARD
 ALL_NAMES = (
     NAMES + ("rnnlib:hoisted", "rnnlib:in-loop", OPTIMIZED, OPTIMIZED_AGAIN) + BACKWARD + FORWARD
 )
@@ -111,18 +105,10 @@ def build(name: str, cell_name: str, config: dict, x, linen_variables=None) -> C
         apply = _hand_written(cell_name)
         if apply is None:
             return None
-    elif name in BACKWARD:
+    elif name in BACKWARD + FORWARD:
         if cell_name not in ("LSTMCell", "OptimizedLSTMCell"):
             return None
-        from benchmarks.backward import apply_for
-
-        apply = apply_for(name)
-    elif name in FORWARD:
-        if cell_name not in ("LSTMCell", "OptimizedLSTMCell"):
-            return None
-        from benchmarks.forward import apply_for
-
-        apply = apply_for(name)
+        apply = lstm_programs.apply_for(name)
     elif name == "flax.nnx":
         return _nnx(cell_name, config, x)
     else:

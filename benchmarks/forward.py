@@ -1,11 +1,11 @@
 """The LSTM's forward pass on CPU, scheduled five other ways: is there a faster one?
 
-Measured for issue 24, whose targets ask rnnlib's forward pass to beat flax.linen's
-faster LSTM by 15% on average. rnnlib's forward pass on CPU is the plain loop
+The sweep's targets once asked rnnlib's forward pass to beat flax.linen's faster LSTM
+by 15% on average. rnnlib's forward pass on CPU is the plain loop
 (``benchmarks.contenders``' ``lax.scan``: the gate kernels joined once before the loop,
 ``x @ W_i + h @ W_h + b`` in each step), which is flax.linen's ``OptimizedLSTMCell``'s
 program with the join moved out of the loop. The same arithmetic can be scheduled
-other ways, each a contender here:
+other ways, each a contender here (``benchmarks.lstm_programs``):
 
 - ``lax.scan:per-gate``: eight matmuls per step, one per gate and side, as flax.linen's
   ``LSTMCell`` computes them.
@@ -24,81 +24,9 @@ programs at each point, chosen after the fact: no rule could do better than that
 
 from __future__ import annotations
 
-import jax
-import jax.numpy as jnp
-
 from benchmarks import lstm_grid
 from benchmarks.contenders import AGAIN, OPTIMIZED, OPTIMIZED_AGAIN
-from benchmarks.contenders import FORWARD as PROGRAMS
-
-_INPUT = ("ii", "if", "ig", "io")
-_HIDDEN = ("hi", "hf", "hg", "ho")
-PER_GATE, PER_GATE_HIDDEN, STACKED, HOISTED, UNROLLED = PROGRAMS
-
-
-def _loop(preactivations, xs, features: int, unroll: int = 1):
-    """The LSTM over axis 1 of ``xs``, ``(batch, time, features)``, each step's four
-    pre-activations from ``preactivations(x, h)``."""
-
-    def step(carry, x):
-        c, h = carry
-        i, f, g, o = preactivations(x, h)
-        c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
-        h = jax.nn.sigmoid(o) * jnp.tanh(c)
-        return (c, h), h
-
-    zeros = jnp.zeros((xs.shape[0], features), xs.dtype)
-    _, ys = jax.lax.scan(step, (zeros, zeros), jnp.swapaxes(xs, 0, 1), unroll=unroll)
-    return jnp.swapaxes(ys, 0, 1)
-
-
-def apply_for(name: str):
-    """``apply(params, xs)`` for program ``name``: flax.linen's LSTM parameters, inputs
-    ``(batch, time, features)``."""
-    if name not in PROGRAMS:
-        raise ValueError(f"unknown forward program {name!r}; expected one of {PROGRAMS}")
-
-    def apply(p, xs):
-        cell = p["cell"]
-        w_i = [cell[n]["kernel"] for n in _INPUT]
-        w_h = [cell[n]["kernel"] for n in _HIDDEN]
-        b = [cell[n]["bias"] for n in _HIDDEN]
-        fused_i, fused_h = jnp.concatenate(w_i, -1), jnp.concatenate(w_h, -1)
-        fused_b = jnp.concatenate(b, -1)
-        features = fused_h.shape[0]
-
-        def split(a):
-            return jnp.split(a, 4, axis=-1)
-
-        if name == PER_GATE:
-            return _loop(
-                lambda x, h: [x @ wi + (h @ wh + bh) for wi, wh, bh in zip(w_i, w_h, b)],
-                xs,
-                features,
-            )
-        if name == PER_GATE_HIDDEN:
-
-            def preactivations(x, h):
-                return [xi + (h @ wh + bh) for xi, wh, bh in zip(split(x @ fused_i), w_h, b)]
-
-            return _loop(preactivations, xs, features)
-        if name == STACKED:
-            stacked = jnp.concatenate([fused_i, fused_h], axis=0)
-            return _loop(
-                lambda x, h: split(jnp.concatenate([x, h], -1) @ stacked + fused_b), xs, features
-            )
-        if name == HOISTED:
-            projected = (xs.reshape(-1, xs.shape[-1]) @ fused_i).reshape(xs.shape[:2] + (-1,))
-            return _loop(lambda xw, h: split(xw + (h @ fused_h + fused_b)), projected, features)
-        assert name == UNROLLED
-        return _loop(
-            lambda x, h: split(x @ fused_i + (h @ fused_h + fused_b)), xs, features, unroll=4
-        )
-
-    return apply
-
-
-# -- the measurement -------------------------------------------------------------------------
+from benchmarks.lstm_programs import FORWARD as PROGRAMS
 
 LINEN = ("flax.linen", OPTIMIZED)
 AGAINS = (AGAIN, OPTIMIZED_AGAIN)

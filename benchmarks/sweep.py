@@ -1,4 +1,4 @@
-"""rnnlib against flax.linen over a grid of batch sizes and widths (issue 24).
+"""rnnlib against flax.linen over a grid of batch sizes and widths.
 
 Usage (from the repository root)::
 
@@ -21,7 +21,7 @@ alone makes of one program against itself.
 What it writes to ``--out`` (default ``benchmarks/results``): ``<name>.json`` with
 every measurement, ``<name>.md`` with the misses by the standing rule (``standing_misses``:
 above the run's highest A/A ratio, or, given ``--previous``, above a point's own A/A range in
-two sweeps in a row), issue 24's targets, the run's noise (``run_noise``) and one ratio table
+two sweeps in a row), the targets, the run's noise (``run_noise``) and one ratio table
 per cell, mode and input width, and ``<name>.png``, the heat map of rnnlib / linen over the
 grid. ``--render`` writes the last two again from a saved ``<name>.json``.
 Benchmarks are not tests: nothing here asserts a time.
@@ -197,7 +197,7 @@ def _first_calls(report: dict) -> list:
 
 
 def targets(report: dict) -> list[Target]:
-    """Issue 24's targets, checked on ``report``: (1) at every point rnnlib at or
+    """The targets, checked on ``report``: (1) at every point rnnlib at or
     below linen, or inside that point's A/A range, forward + backward and forward;
     (2) the geometric mean over the dense grid at most ``GEOMEAN_LIMIT``, each mode;
     (3) every first call at or below linen's, or inside its A/A range."""
@@ -402,7 +402,7 @@ def markdown(report: dict, previous: dict | None = None) -> str:
         "running-time tables, of target 3 in the first-call tables).",
         "",
         *_standing_section(report, previous),
-        "## Issue 24's targets",
+        "## Targets",
         "",
         "| target | measured | limit | met |",
         "|---|---|---|---|",
@@ -792,7 +792,7 @@ def main(argv=None) -> int:
     settings = chosen_settings(parser, args, QUICK_SETTINGS, FULL_SETTINGS)
     if settings["first_calls"] < 1:
         parser.error(
-            f"--first-calls must be at least 1 (issue 24 checks first calls); "
+            f"--first-calls must be at least 1 (target 3 checks first calls); "
             f"got {settings['first_calls']}"
         )
     if args.estimate_from:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import rnnlib
-from benchmarks import backward, forward, linear_scan, programs, run
+from benchmarks import backward, forward, linear_scan, lstm_programs, programs, run
 from benchmarks.contenders import (
     BACKWARD,
     CONV_CELLS,
@@ -318,9 +318,11 @@ def test_the_lstm_studies_time_their_grid_in_their_mode_and_write_both_reports(
         study.main(["--runs", "4", "--out", str(tmp_path)])
 
 
-def test_an_unknown_forward_program_is_named_in_the_error():
-    with pytest.raises(ValueError, match="'lax.scan:sideways'.*lax.scan:per-gate"):
-        forward.apply_for("lax.scan:sideways")
+def test_an_unknown_lstm_program_is_named_in_the_error():
+    with pytest.raises(
+        ValueError, match="'lax.scan:sideways'.*lax.scan:custom_vjp.*lax.scan:per-gate"
+    ):
+        lstm_programs.apply_for("lax.scan:sideways")
 
 
 def test_the_forward_report_takes_the_best_program_and_the_linen_a_a_range():
