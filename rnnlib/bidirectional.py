@@ -40,7 +40,11 @@ class Bidirectional(Module):
         return_carry: also return ``(carry_forward, carry_backward)``.
 
     ``apply`` takes ``initial_carry`` as a ``(forward, backward)`` pair, ``init_key`` (one split per
-    direction) and ``seq_lengths``; ``reverse`` and ``keep_order``, as ``RNN``'s, are ignored.
+    direction), ``seq_lengths`` and ``resets``; ``reverse`` and ``keep_order``, as ``RNN``'s, are
+    ignored. ``resets`` (``(*batch, time)`` bools, ``True`` where a step starts an episode) goes
+    to both directions as it is: ``RNN`` with ``reverse=True`` enters each episode at its last
+    step, so each direction reads every episode on its own, and both give the outputs of
+    running that episode alone.
     """
 
     forward_rnn: RNN
@@ -99,6 +103,7 @@ class Bidirectional(Module):
         time_major=None,
         reverse=None,
         keep_order=None,
+        resets=None,
     ):
         return_carry = self.return_carry if return_carry is None else return_carry
         time_major = self.time_major if time_major is None else time_major
@@ -113,6 +118,8 @@ class Bidirectional(Module):
                 + (f" of length {len(carries)}." if hasattr(carries, "__len__") else ".")
             )
         flags = dict(return_carry=True, time_major=time_major, seq_lengths=seq_lengths)
+        if resets is not None:  # an own module with RNN's init and apply may not take resets
+            flags["resets"] = resets
         sides = zip((self.forward_rnn, self.backward_rnn), ("forward_rnn", backward), carries, keys)
         flips = [dict(reverse=r, keep_order=r) for r in (False, True)]  # backward: reversed
         (carry_forward, forward), (carry_backward, backward) = [

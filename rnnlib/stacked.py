@@ -75,9 +75,10 @@ class StackedRNN(Module):
 
     A layer whose RNN runs a ``RecurrentDropoutCell`` gets that cell's per-sequence masks
     drawn here, from the same ``rngs``; the call takes ``deterministic``, ``rngs``,
-    ``seq_lengths`` (passed to every layer), ``initial_carry`` (one carry per layer, or
-    ``None``) and ``return_carry`` (then it returns ``(carries, outputs)``, one carry per
-    layer).
+    ``seq_lengths`` and ``resets`` (both passed to every layer: a reset starts an episode
+    afresh in every layer, so the outputs from that step on are those of the stack run on the
+    rest of the sequence alone), ``initial_carry`` (one carry per layer, or ``None``) and
+    ``return_carry`` (then it returns ``(carries, outputs)``, one carry per layer).
     """
 
     layers: tuple[Any, ...]
@@ -193,6 +194,7 @@ class StackedRNN(Module):
         seq_lengths=None,
         initial_carry=None,
         return_carry: bool = False,
+        resets=None,
     ):
         inputs = jax.numpy.asarray(inputs)
         if initial_carry is not None and (
@@ -222,6 +224,7 @@ class StackedRNN(Module):
                 seq_lengths=seq_lengths,
                 initial_carry=None if initial_carry is None else initial_carry[index],
                 return_carry=True,
+                resets=resets,
             )
             if self.residuals[index]:
                 self._check_residual(index, x.shape, y.shape)
@@ -308,4 +311,4 @@ def _bind(rnn, key, in_shape, time_major, path):
     return dataclasses.replace(rnn, cell=cell.with_masks(recurrent, input_))
 
 
-_CALL_ARGUMENTS = ("seq_lengths", "initial_carry", "return_carry")
+_CALL_ARGUMENTS = ("seq_lengths", "resets", "initial_carry", "return_carry")

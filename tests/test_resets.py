@@ -3,6 +3,7 @@
 The reference runs every episode on its own, a plain Python loop over its steps from the
 initial carry (backwards for ``reverse``), in the loop and in the associative scan."""
 
+import dataclasses
 import re
 
 import jax
@@ -184,3 +185,128 @@ def test_resets_that_are_not_booleans_are_a_type_error_naming_the_dtype(dtype):
     variables = rnn.init(KEY, x)
     with _raises(TypeError, "resets to be booleans", f"got dtype {np.dtype(dtype)}"):
         rnn.apply(variables, x, resets=np.zeros((2, 3, 7), dtype))
+
+
+# -- the wrappers pass resets to their RNNs ---------------------------------------------------
+
+
+@pytest.mark.parametrize("name, plan", [c for c in CASES if c[0] != "conv_lstm"])
+def test_bidirectional_gives_each_episode_run_alone_in_each_direction(name, plan):
+    """The forward direction runs each episode alone from its start, the backward one from
+    its last valid step: both are the per-episode reference of a plain RNN."""
+    cell, x, resets, lengths, _, carry0 = _setup(name)
+    backward_cell = dataclasses.replace(cell)  # another object: its own parameters
+    bi = rnnlib.Bidirectional(
+        RNN(cell, plan=PLANS[plan]), RNN(backward_cell, plan=PLANS[plan]), return_carry=True
+    )
+    variables = bi.init(KEY, x)
+    params = variables["params"]
+    carries = (carry0, jax.tree_util.tree_map(lambda c: -c, carry0))
+    (forward, backward), y = jax.jit(bi.apply)(
+        variables, x, initial_carry=carries, seq_lengths=jnp.asarray(lengths), resets=resets
+    )
+    sides = [
+        _reference(c, {"params": {"cell": params[n]["cell"]}}, x, resets, lengths, c0, rev)
+        for c, n, c0, rev in [
+            (cell, "forward_rnn", carries[0], False),
+            (backward_cell, "backward_rnn", carries[1], True),
+        ]
+    ]
+    terms = tolerance.recurrent_terms(cell, x.shape, steps=7)
+    want_y = np.concatenate([sides[0][0], sides[1][0]], axis=-1)
+    tolerance.assert_close(_valid(np.asarray(y), lengths), want_y, terms=terms)
+    tolerance.assert_close((forward, backward), (sides[0][1], sides[1][1]), terms=terms)
+
+
+def test_bidirectional_after_a_reset_is_a_fresh_run_of_the_rest():
+    cell, x, _, _, _, _ = _setup("gru")
+    bi = rnnlib.Bidirectional(RNN(cell), RNN(rnnlib.GRUCell(4)))
+    variables = bi.init(KEY, x)
+    resets = np.zeros(x.shape[:3], bool)
+    resets[..., 4] = True
+    y = bi.apply(variables, x, resets=resets)
+    terms = tolerance.recurrent_terms(cell, x.shape, steps=7)
+    tolerance.assert_close(y[:, :, 4:], bi.apply(variables, x[:, :, 4:]), terms=terms)
+    tolerance.assert_close(y[:, :, :4], bi.apply(variables, x[:, :, :4]), terms=terms)
+    assert not np.allclose(y, bi.apply(variables, x))  # the flags did change something
+
+
+def _stack(plan):
+    dropping = rnnlib.RecurrentDropoutCell(rnnlib.GRUCell(4), recurrent_rate=0.3)
+    return rnnlib.StackedRNN(
+        (
+            RNN(rnnlib.LSTMCell(4), plan=plan),
+            rnnlib.Bidirectional(RNN(rnnlib.GRUCell(2), plan=plan), RNN(rnnlib.GRUCell(2))),
+            RNN(dropping, plan=plan),
+            RNN(rnnlib.MinGRUCell(4), plan=plan),
+        ),
+        residual=(False, True, True, True),
+    )
+
+
+def test_stacked_rnn_gives_each_episode_run_alone_through_every_layer():
+    """Each row's episodes, cut out and run through the stack one by one, give the stack's
+    outputs where the flags start them, and the last one its final carries."""
+    _, x, *_ = _setup("lstm")
+    x = x[0, :2]  # two rows, (2, 7, 4): episodes of lengths 3, 2, 2 and 2, 3 (0 is padding)
+    resets = np.zeros((2, 7), bool)
+    resets[0, [3, 5]] = resets[1, 2] = True
+    lengths = np.array([7, 5])
+    stack = _stack(Plan())
+    variables = stack.init(KEY, x)
+    carries, y = stack.apply(
+        variables,
+        x,
+        resets=resets,
+        seq_lengths=jnp.asarray(lengths),
+        return_carry=True,
+        deterministic=True,
+    )
+    terms = 4 * tolerance.recurrent_terms(rnnlib.LSTMCell(4), x.shape, steps=7)
+    for row in np.ndindex(resets.shape[:-1]):
+        length = int(lengths[row])
+        firsts = [0] + [t for t in range(1, length) if resets[row][t]]
+        alone = []
+        for first, end in zip(firsts, firsts[1:] + [length]):
+            carry, want = stack.apply(
+                variables, x[row][None, first:end], return_carry=True, deterministic=True
+            )
+            tolerance.assert_close(y[row][first:end], want[0], terms=terms)
+            alone.append(jax.tree_util.tree_map(lambda c: c[0], carry))
+        if not length:  # the initial carries: nothing to compare with a run of no steps
+            continue
+        got = jax.tree_util.tree_map(lambda c, row=row: c[row], carries)
+        # Each layer's carry is its last episode's; the Bidirectional layer's backward
+        # direction ends on the first episode, which it reads last.
+        first, last = alone[0], alone[-1]
+        tolerance.assert_close(got[1][1], first[1][1], terms=terms)
+        tolerance.assert_close(
+            (got[0], got[1][0], got[2:]), (last[0], last[1][0], last[2:]), terms=terms
+        )
+
+
+def test_stacked_rnn_after_a_reset_is_a_fresh_run_of_the_rest_with_the_same_dropout_masks():
+    """With recurrent dropout on: the masks are drawn per sequence, the same for the whole
+    run and for the rest alone, so the rest's outputs are the stack's from the reset on."""
+    _, x, *_ = _setup("lstm")
+    stack = _stack(Plan())
+    variables = stack.init(KEY, x)
+    resets = np.zeros(x.shape[:3], bool)
+    resets[..., 4] = True
+    rngs = {"dropout": jax.random.key(5)}
+    y = stack.apply(variables, x, resets=resets, deterministic=False, rngs=rngs)
+    rest = stack.apply(variables, x[:, :, 4:], deterministic=False, rngs=rngs)
+    terms = 4 * tolerance.recurrent_terms(rnnlib.LSTMCell(4), x.shape, steps=7)
+    tolerance.assert_close(y[:, :, 4:], rest, terms=terms)
+    before = stack.apply(variables, x[:, :, :4], deterministic=False, rngs=rngs)
+    tolerance.assert_close(y[:, :, :4], before, terms=terms)  # the episode before, alone too
+    plain = stack.apply(variables, x, deterministic=False, rngs=rngs)
+    assert not np.allclose(y[:, :, 4:], plain[:, :, 4:])
+
+
+def test_stacked_rnn_refuses_resets_of_the_wrong_shape_naming_both_shapes():
+    _, x, *_ = _setup("lstm")
+    stack = _stack(Plan())
+    variables = stack.init(KEY, x)
+    with _raises(ValueError, "resets shaped (*batch, time)", "(2, 3, 7)", "got shape (2, 7)"):
+        stack.apply(variables, x, resets=np.zeros((2, 7), bool), deterministic=True)
