@@ -20,7 +20,7 @@ A cell that raises stops the run and the notebook is left untouched, unless the 
 raise (the ``raises-exception`` tag or a ``# NBVAL_RAISES_EXCEPTION`` comment); a cell expected to
 raise that does not raise is an error too. On success the notebook is written back with clean
 execution counts (1, 2, 3, ...) and without volatile metadata (execution timestamps), so a re-run
-changes only what really changed. It is then checked with tests.notebook_hygiene, and the exit
+changes only what really changed. It is then checked with tests.book_hygiene, and the exit
 status is 1 if anything failed.
 
 Paired notebooks. A notebook whose metadata pairs it with a MyST Markdown file through jupytext
@@ -55,7 +55,7 @@ from jupytext.paired_paths import InconsistentPath, paired_paths
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError
 
-from tests.notebook_hygiene import REPO_ROOT, SKIPPED_DIRS, check_notebook, expects_error
+from tests.book_hygiene import REPO_ROOT, SKIPPED_DIRS, check_notebook, expects_error
 
 CELL_TIMEOUT_S = 120
 KERNEL_ENV = {

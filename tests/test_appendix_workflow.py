@@ -34,7 +34,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.notebook_hygiene import REPO_ROOT, load_repository
+from tests.book_hygiene import REPO_ROOT, load_repository
 
 # nbformat and nbval exist only in the pinned env; they are imported inside the tests.
 pytestmark = pytest.mark.pinned_env

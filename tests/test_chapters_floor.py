@@ -16,7 +16,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from tests.notebook_hygiene import expects_error
+from tests.book_hygiene import expects_error
 
 pytestmark = pytest.mark.floor_env
 

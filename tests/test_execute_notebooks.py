@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.notebook_hygiene import REPO_ROOT
+from tests.book_hygiene import REPO_ROOT
 
 # nbformat and nbclient exist only in the pinned env. They are imported inside the tests, so the
 # lowest env (-m "not pinned_env") deselects this module instead of failing to collect it.

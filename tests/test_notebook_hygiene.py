@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests import notebook_hygiene as hygiene
+from tests import book_hygiene as hygiene
 
 BOOK = hygiene.REPO_ROOT / "book"
 CHAPTERS = list(hygiene.find_notebooks([BOOK]))
@@ -682,7 +682,7 @@ def test_the_copied_in_file_and_the_books_generic_mode_agree(tmp_path):
     for args in [[], ["--max-line-length=100"], ["--kernel-name=python3"]]:
         alone = run_standalone([str(copy), *args, "notebooks"], reader)
         book = subprocess.run(
-            [sys.executable, "-m", "tests.notebook_hygiene", "--generic", *args, "notebooks"],
+            [sys.executable, "-m", "tests.book_hygiene", "--generic", *args, "notebooks"],
             cwd=reader,
             env={**os.environ, "PYTHONPATH": str(hygiene.REPO_ROOT)},
             capture_output=True,

@@ -17,7 +17,7 @@ import sys
 import pytest
 import yaml
 
-from tests.notebook_hygiene import REPO_ROOT, SKIPPED_DIRS
+from tests.book_hygiene import REPO_ROOT, SKIPPED_DIRS
 
 # jupytext, nbformat and nbclient exist only in the pinned env; tests.execute_notebooks imports
 # them, so it is imported inside the tests and the lowest env deselects this module.

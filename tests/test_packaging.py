@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.notebook_hygiene import REPO_ROOT
+from tests.book_hygiene import REPO_ROOT
 
 pytestmark = pytest.mark.pinned_env
 

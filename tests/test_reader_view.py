@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from nbval import plugin as nbval_plugin
 
-from tests.notebook_hygiene import (
+from tests.book_hygiene import (
     READER_VIEW_EXEMPT,
     REPO_ROOT,
     pinned_digit_asserts,

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.notebook_hygiene import REPO_ROOT, load_repository
+from tests.book_hygiene import REPO_ROOT, load_repository
 
 SLUG = re.escape(load_repository().slug)
 BRANCH = load_repository().branch

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.notebook_hygiene import REPO_ROOT, floor_versions, load_repository, setup_cell_source
+from tests.book_hygiene import REPO_ROOT, floor_versions, load_repository, setup_cell_source
 
 pytestmark = pytest.mark.pinned_env
 
@@ -172,7 +172,7 @@ def test_ruff_formats_the_chapters_to_88_characters_and_the_library_to_100():
 
 
 def test_the_colab_setup_cell_is_already_formatted():
-    # tests.notebook_hygiene's canonical cell must survive ruff format at the book's 88
+    # tests.book_hygiene's canonical cell must survive ruff format at the book's 88
     # characters, or formatting the chapters would make them disagree with it.
     source = setup_cell_source() + "\n"
     result = run(tool("ruff"), "format", "--stdin-filename", "book/x.py", "-", input=source)
@@ -193,7 +193,7 @@ def test_pre_commit_runs_the_same_checks_as_the_test_command():
         assert re.match(hook["files"], "book/the_carry.ipynb")
     assert pinned("ruff")
     hook = hooks["notebook-hygiene"]
-    assert hook["entry"] == ".venv/bin/python -m tests.notebook_hygiene"
+    assert hook["entry"] == ".venv/bin/python -m tests.book_hygiene"
     assert re.match(hook["files"], "book/the_carry.ipynb")
     assert not any("strip" in hook_id for hook_id in hooks)
 

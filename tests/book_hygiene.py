@@ -32,9 +32,9 @@ stale chapter is ``make notebooks``; elsewhere it is the generic ``jupyter execu
 
 Command line, from this repository's root::
 
-    python -m tests.notebook_hygiene              # every notebook under book/
-    python -m tests.notebook_hygiene book/ch1.ipynb other_dir/
-    python -m tests.notebook_hygiene --generic some/notebooks/   # as tools/notebook_hygiene.py
+    python -m tests.book_hygiene              # every notebook under book/
+    python -m tests.book_hygiene book/ch1.ipynb other_dir/
+    python -m tests.book_hygiene --generic some/notebooks/   # as tools/notebook_hygiene.py
 
 A folder is searched recursively, skipping ``_build``, ``.ipynb_checkpoints`` and files whose name
 starts with ``_`` (such as ``book/_template.ipynb``). A file named explicitly is always checked.
@@ -411,7 +411,7 @@ def book_problems(path: Path, cells: list[dict], root: Path) -> list[str]:
     if setup is None or not re.search(r"google\.colab|\bpip\b", _source(setup)):
         problems.append(
             "the Colab setup cell is missing: the first code cell must be the one that "
-            "tests.notebook_hygiene.setup_cell_source() returns"
+            "tests.book_hygiene.setup_cell_source() returns"
         )
     else:
         problems += [
