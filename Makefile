@@ -133,7 +133,7 @@ notebooks: env
 bench: env
 	$(PY) -m benchmarks.run
 
-# Issue 24's sweep over batch x width (benchmarks/README.md): 35-44 minutes on the idle 2-core machine.
+# The sweep over batch x width (benchmarks/README.md): 31 to 58 minutes on the 2-core machines.
 bench-sweep: env
 	$(PY) -m benchmarks.sweep
 
