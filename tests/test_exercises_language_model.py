@@ -242,3 +242,109 @@ def test_a_wrong_value_with_no_known_cause_gives_both_numbers():
     for name, (logits, targets) in lm.perplexity_cases():
         want = perplexity_by_hand(logits, targets)
         assert f"case '{name}': the perplexity is 1; expected {want:.4g}" in message
+
+
+def trigram_counting(train_ids, held_ids, vocab_size, alpha):
+    """A right answer written with dicts, independently of the checker's NumPy reference."""
+    train, held = [int(i) for i in train_ids], [int(i) for i in held_ids]
+    triples, pairs = {}, {}
+    for a, b, c in zip(train, train[1:], train[2:]):
+        triples[a, b, c] = triples.get((a, b, c), 0) + 1
+        pairs[a, b] = pairs.get((a, b), 0) + 1
+    total = 0.0
+    for a, b, c in zip(held, held[1:], held[2:]):
+        p = (triples.get((a, b, c), 0) + alpha) / (pairs.get((a, b), 0) + alpha * vocab_size)
+        total -= np.log(p)
+    return float(np.exp(total / (len(held) - 2)))
+
+
+def trigram_table(train_ids, held_ids, vocab_size, alpha, *, plus=None, context=2, swap=False):
+    """The chapter's solution (the defaults), or a wrong variant of it."""
+    train, held = np.asarray(train_ids), np.asarray(held_ids)
+    counts = np.zeros((vocab_size,) * (context + 1))
+    if context == 2:
+        np.add.at(counts, (train[:-2], train[1:-1], train[2:]), 1)
+        first, second = (held[1:-1], held[:-2]) if swap else (held[:-2], held[1:-1])
+        index = (first, second, held[2:])
+    else:
+        np.add.at(counts, (train[:-1], train[1:]), 1)
+        index = (held[1:-1], held[2:])
+    below = counts.sum(axis=-1, keepdims=True) + (alpha * vocab_size if plus is None else plus)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = (counts + alpha) / below
+        return np.exp(-np.log(p[index]).mean())
+
+
+def test_right_trigram_solutions_pass_every_case():
+    for solution in (trigram_counting, trigram_table):
+        feedback = lm.check_trigram(solution)
+        assert feedback, str(feedback)
+        assert str(feedback) == (
+            f"✔ check_trigram: all {len(lm.TRIGRAM_CASES)} cases match the reference."
+        )
+
+
+def test_the_trigram_cases_hold_an_unseen_triple_and_more_than_one_context():
+    for _, (train, held, vocab_size, _) in lm.trigram_cases():
+        seen = set(zip(train[:-2].tolist(), train[1:-1].tolist(), train[2:].tolist()))
+        assert tuple(held[-3:].tolist()) not in seen
+        assert len({(a, b) for a, b, _ in seen}) > vocab_size  # the pair matters, not one id
+
+
+@pytest.mark.parametrize(
+    "wrong, named",
+    [
+        (
+            lambda t, h, v, a: trigram_table(t, h, v, 0.0),
+            "a triple that the training text never has got probability 0",
+        ),
+        (
+            lambda t, h, v, a: trigram_table(t, h, v, a, plus=0.0),
+            "alpha is added to each count but not to the total",
+        ),
+        (
+            lambda t, h, v, a: trigram_table(t, h, v, a, plus=a),
+            "so add alpha * vocab_size",
+        ),
+        (
+            lambda t, h, v, a: trigram_table(t, h, v, a, context=1),
+            "it is the bigram's perplexity",
+        ),
+        (
+            lambda t, h, v, a: trigram_table(t, h, v, a, swap=True),
+            "the two context characters are swapped when scoring",
+        ),
+        (
+            lambda t, h, v, a: trigram_table(h, h, v, a),
+            "the counts come from the held-out text",
+        ),
+    ],
+    ids=["no-smoothing", "numerator-only", "alpha-once", "bigram", "swapped", "held-out-counts"],
+)
+def test_usual_trigram_mistakes_are_named(wrong, named):
+    message = str(lm.check_trigram(wrong))
+    assert message.startswith("✘ check_trigram: 2 problem(s).")
+    assert "case '5 characters, add-one': the perplexity is " in message
+    assert named in message
+
+
+def test_a_trigram_off_for_another_reason_says_only_the_numbers():
+    def squared(train, held, vocab_size, alpha):
+        return trigram_counting(train, held, vocab_size, alpha) ** 2
+
+    message = str(lm.check_trigram(squared))
+    want = trigram_counting(*lm.trigram_cases()[0][1])
+    assert f"the perplexity is {want**2:.4g}; expected {want:.4g}\n" in message
+
+
+def test_a_trigram_per_position_or_a_stub_is_reported():
+    def per_position(train, held, vocab_size, alpha):
+        return np.ones(len(held) - 2)
+
+    def stub(train, held, vocab_size, alpha):
+        raise NotImplementedError("count the triples")
+
+    assert "the perplexity has shape (63,); expected one number" in str(
+        lm.check_trigram(per_position)
+    )
+    assert "calling it raised NotImplementedError: count the triples" in str(lm.check_trigram(stub))

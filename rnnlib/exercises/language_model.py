@@ -2,11 +2,13 @@
 
 ``check_windows`` runs the reader's ``make_windows(ids, starts, length)``, which cuts training
 windows out of a text; ``check_perplexity`` runs the reader's ``perplexity(logits, targets)``;
-and ``check_generate`` runs the reader's ``generate(step, carry, first_id, keys)``, the loop that
-writes text one character at a time. Each compares with a reference on a few cases; when the
-values are wrong it also runs the usual mistakes (targets not shifted by one, a cross-entropy
-without its exponential, the carry not threaded through the loop, ...) and, if the attempt
-matches one, says which::
+``check_generate`` runs the reader's ``generate(step, carry, first_id, keys)``, the loop that
+writes text one character at a time; and ``check_trigram`` runs the reader's
+``trigram_perplexity(train_ids, held_ids, vocab_size, alpha)``, a counting baseline. Each
+compares with a reference on a few cases; when the values are wrong it also runs the usual
+mistakes (targets not shifted by one, a cross-entropy without its exponential, the carry not
+threaded through the loop, smoothing that does not add up to 1, ...) and, if the attempt matches
+one, says which::
 
     from rnnlib.exercises.language_model import check_windows
     check_windows(make_windows)   # ✘ check_windows: ... the targets are the inputs themselves
@@ -292,3 +294,135 @@ def check_generate(generate: Callable[..., Any]) -> Feedback:
     problems = case_problems(generate, cases, judge)
     problems += [f"the values match a known mistake: {d}." for d in diagnoses]
     return Feedback("check_generate", len(GENERATE_CASES), tuple(problems))
+
+
+# Texts for check_trigram: a few hundred ids of a small vocabulary, drawn from a chain whose
+# next id depends on the two before it, so that a trigram, a bigram and a swapped context give
+# different perplexities. The held-out text ends in a triple the training text never has, so
+# that a model without smoothing gives it probability 0.
+TRIGRAM_CASES = (
+    ("5 characters, add-one", 5, 1.0, 0),
+    ("4 characters, add-0.1", 4, 0.1, 1),
+)
+
+
+def trigram_cases():
+    """``[(name, (train_ids, held_ids, vocab_size, alpha))]``: what ``check_trigram`` runs."""
+    cases = []
+    for name, vocab_size, alpha, seed in TRIGRAM_CASES:
+        rng = np.random.default_rng(seed)
+        favourite = rng.integers(0, vocab_size, (vocab_size, vocab_size))
+        ids = [0, 1]
+        for _ in range(460):  # the favourite next id four times in five, else any id
+            a, b = ids[-2], ids[-1]
+            chosen = favourite[a, b] if rng.random() < 0.8 else rng.integers(0, vocab_size)
+            ids.append(int(chosen))
+        train, held = ids[:400], ids[400:]
+        seen = set(zip(train, train[1:], train[2:]))
+        unseen = next(
+            (a, b, c)
+            for a in range(vocab_size)
+            for b in range(vocab_size)
+            for c in range(vocab_size)
+            if (a, b, c) not in seen
+        )
+        held = held + list(unseen)
+        cases.append(
+            (
+                name,
+                (np.asarray(train, np.int32), np.asarray(held, np.int32), vocab_size, alpha),
+            )
+        )
+    return cases
+
+
+def _trigram(train, held, vocab_size, alpha, *, context=2, swap=False, denominator="V",
+             counts_from=None):  # fmt: skip
+    """The reference perplexity (the defaults), or one of the usual wrong ones."""
+    source = np.asarray(train if counts_from is None else counts_from, np.int64)
+    held = np.asarray(held, np.int64)
+    shape = (vocab_size,) * (context + 1)
+    counts = np.zeros(shape)
+    if context == 2:
+        np.add.at(counts, (source[:-2], source[1:-1], source[2:]), 1)
+        index = (held[1:-1], held[:-2]) if swap else (held[:-2], held[1:-1])  # swap: in scoring
+        index = (*index, held[2:])
+    else:  # a bigram, still scored on the characters from the third on
+        np.add.at(counts, (source[:-1], source[1:]), 1)
+        index = (held[1:-1], held[2:])
+    totals = counts.sum(axis=-1, keepdims=True)
+    below = {"V": totals + alpha * vocab_size, "one": totals + alpha, "none": totals}[denominator]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = (counts + alpha) / below
+        return float(np.exp(-np.log(p[index]).mean()))
+
+
+_TRIGRAM_MISTAKES = (
+    (
+        dict(denominator="none"),
+        "alpha is added to each count but not to the total it is divided by, so a context's "
+        "probabilities add up to more than 1 and the perplexity comes out too low. Divide by "
+        "the context's count plus alpha times the vocabulary size",
+    ),
+    (
+        dict(denominator="one"),
+        "the total is the context's count plus alpha, once: alpha was added to every one of "
+        "the vocab_size counts, so add alpha * vocab_size",
+    ),
+    (
+        dict(context=1),
+        "it is the bigram's perplexity: each character is predicted from the one before it "
+        "only. A trigram counts what follows each pair of characters",
+    ),
+    (
+        dict(swap=True),
+        "the two context characters are swapped when scoring: the counts are indexed "
+        "(ids[t - 2], ids[t - 1], ids[t]) when counting, so look them up in that order too",
+    ),
+    (
+        dict(counts_from="held"),
+        "the counts come from the held-out text: a baseline learns from the training text "
+        "only, and is scored on text it has not seen",
+    ),
+)
+
+
+def check_trigram(trigram_perplexity: Callable[..., Any]) -> Feedback:
+    """Check ``trigram_perplexity(train_ids, held_ids, vocab_size, alpha) -> number``.
+
+    ``train_ids`` and ``held_ids`` are 1-D int arrays of ids below ``vocab_size``. The model
+    counts, in the training text, how often each id ``c`` follows each pair ``(a, b)``, adds
+    ``alpha`` to every count, and predicts ``p(c | a, b) = (n(a, b, c) + alpha) / (n(a, b) +
+    alpha * vocab_size)``. The result is its perplexity on the held-out text: ``exp`` of the
+    mean of ``-ln p(held[t] | held[t - 2], held[t - 1])`` over ``t = 2, 3, ...``, the first two
+    ids being context only.
+    """
+
+    def judge(got, train, held, vocab_size, alpha) -> str | None:
+        want = _trigram(train, held, vocab_size, alpha)
+        try:
+            value = np.asarray(got, dtype=np.float64)
+        except Exception:  # a value NumPy cannot read as a number
+            return f"the perplexity should be one number; got {type(got).__name__}"
+        if value.size != 1:
+            return f"the perplexity has shape {value.shape}; expected one number"
+        value = float(value.reshape(()))
+        if abs(value - want) <= 1e-6 * want:
+            return None
+        problem = f"the perplexity is {value:.4g}; expected {want:.4g}"
+        if not np.isfinite(value):
+            return (
+                f"{problem}: a triple that the training text never has got probability 0 "
+                "(or a pair it never has was divided by 0). Add alpha to every count"
+            )
+        for kwargs, meaning in _TRIGRAM_MISTAKES:
+            if kwargs.get("counts_from") == "held":
+                kwargs = dict(counts_from=held)
+            mistake = _trigram(train, held, vocab_size, alpha, **kwargs)
+            if np.isfinite(mistake) and abs(value - mistake) <= 1e-6 * mistake:
+                return f"{problem}: {meaning}"
+        return problem
+
+    cases = trigram_cases()
+    problems = case_problems(trigram_perplexity, cases, judge)
+    return Feedback("check_trigram", len(cases), tuple(problems))
