@@ -51,7 +51,8 @@ class Plan:
 
 
 # Per count of layers reading h, (rows per step from, to, features above, up to) where XLA:CPU ran
-# a joined matmul slowly in a forward pass (rule 7), or the rule slower than JAX's own derivative.
+# a joined matmul slowly in a forward pass, or the rule slower than JAX's own derivative (both in
+# benchmarks/README.md).
 _SLOW_WHEN_JOINED = {3: ((0, math.inf, 160, 480), (32, 128, 64, 128), (64, 256, 32, 64))}
 _SLOW_WHEN_JOINED[4] = ((0, math.inf, 256, 416), (0, 63, 160, 256))
 _SLOW_AFTER_LOOP = {3: ((128, math.inf, 256, 512),)}

@@ -233,10 +233,11 @@ def test_a_plan_joins_the_dense_layers_that_read_one_input_or_runs_one_matmul_ea
 def test_on_cpu_the_plan_follows_the_measured_bands_of_rows_and_widths(
     make, features, rows, joined, rule
 ):
-    """XLA:CPU runs a joined matmul of some widths and rows slowly (benchmarks/README.md, rule
-    7), and from 128 rows at 257-512 features a GRU trains faster with JAX's own derivative than
-    under the rule ("Where the rule does not pay"); the bands depend on how many layers read h
-    (3 for a GRU, 4 for an LSTM). The forward pass runs one matmul per layer inside a band."""
+    """XLA:CPU runs a joined matmul of some widths and rows slowly (benchmarks/README.md, "One
+    matmul per layer inside bands of widths"), and from 128 rows at 257-512 features a GRU
+    trains faster with JAX's own derivative than under the rule ("Where the rule does not
+    pay"); the bands depend on how many layers read h (3 for a GRU, 4 for an LSTM). The forward
+    pass runs one matmul per layer inside a band."""
     cell = make(features)
     chosen = resolve(Plan(), cell, (rows, 16))
     assert chosen.join_layers == (joined or not ON_CPU)
