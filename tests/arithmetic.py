@@ -70,6 +70,7 @@ COMPARISON_TESTS = [
     "tests/test_silent_cases.py",
     "tests/test_composition.py",
     "tests/test_resets.py",
+    "tests/test_nnx_layers.py",
 ]
 
 
