@@ -71,6 +71,7 @@ COMPARISON_TESTS = [
     "tests/test_composition.py",
     "tests/test_resets.py",
     "tests/test_nnx_layers.py",
+    "tests/test_exercises_attention.py",
 ]
 
 
