@@ -2,8 +2,9 @@
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from rnnlib.exercises.deep_rnns import check_recurrent_mask, check_stack
+from rnnlib.exercises.deep_rnns import check_layer_norm, check_recurrent_mask, check_stack
 
 
 def stack(x, layers, dropout):
@@ -118,3 +119,95 @@ def test_a_scaled_float_mask_is_named_by_its_dtype():
         return recurrent_mask(key, batch, steps, features, rate) / (1 - rate)
 
     assert "has dtype float32; expected bool" in str(check_recurrent_mask(floats))
+
+
+def layer_norm(z, scale, bias):
+    mean = jnp.mean(z, axis=-1, keepdims=True)
+    variance = jnp.var(z, axis=-1, keepdims=True)
+    return (z - mean) / jnp.sqrt(variance + 1e-6) * scale + bias
+
+
+def test_the_layer_norm_solution_passes():
+    feedback = check_layer_norm(layer_norm)
+    assert feedback, str(feedback)
+    assert "✔ check_layer_norm: all 3 cases" in str(feedback)
+
+
+def test_a_numpy_layer_norm_with_epsilon_outside_the_root_passes_too():
+    # (z - mean) / (std + eps) differs from nn.LayerNorm by far less than the tolerance.
+    def outside(z, scale, bias):
+        std = np.std(z, axis=-1, keepdims=True)
+        return (z - np.mean(z, axis=-1, keepdims=True)) / (std + 1e-6) * scale + bias
+
+    assert check_layer_norm(outside)
+
+
+def test_normalising_over_the_batch_is_named_batch_normalisation():
+    def over_batch(z, scale, bias):
+        mean = jnp.mean(z, axis=0, keepdims=True)
+        variance = jnp.var(z, axis=0, keepdims=True)
+        return (z - mean) / jnp.sqrt(variance + 1e-6) * scale + bias
+
+    feedback = check_layer_norm(over_batch)
+    assert not feedback
+    text = str(feedback)
+    assert "✘ check_layer_norm: 3 problem(s)" in text
+    assert "normalised over its first axis, across the batch: that is batch normalisation" in text
+
+
+def test_a_fixed_axis_fails_only_with_several_batch_dims_and_is_named():
+    def axis_one(z, scale, bias):
+        mean = jnp.mean(z, axis=1, keepdims=True)
+        variance = jnp.var(z, axis=1, keepdims=True)
+        return (z - mean) / jnp.sqrt(variance + 1e-6) * scale + bias
+
+    text = str(check_layer_norm(axis_one))
+    assert "1 problem(s)" in text
+    assert "case 'z (2, 3, 5, 6): batch dims (2, 3), 5 steps'" in text
+    assert "normalised over axis 1, the last one only when z has one batch dim" in text
+
+
+def test_no_epsilon_is_named_by_the_step_of_equal_features():
+    def no_epsilon(z, scale, bias):
+        mean = jnp.mean(z, axis=-1, keepdims=True)
+        return (z - mean) / jnp.sqrt(jnp.var(z, axis=-1, keepdims=True)) * scale + bias
+
+    text = str(check_layer_norm(no_epsilon))
+    assert "1 problem(s)" in text
+    assert "case 'z (3, 8), whose first row is all 2.5': the output is nan at [0]" in text
+    assert "add epsilon (1e-6) to the variance inside the square root" in text
+
+
+def test_the_sample_variance_is_named():
+    def sample_variance(z, scale, bias):
+        variance = np.var(z, axis=-1, keepdims=True, ddof=1)
+        return (z - np.mean(z, axis=-1, keepdims=True)) / np.sqrt(variance + 1e-6) * scale + bias
+
+    assert "divided by the number of features minus 1 (ddof=1)" in str(
+        check_layer_norm(sample_variance)
+    )
+
+
+def test_a_missing_mean_or_missing_and_swapped_parameters_are_named():
+    def normalised(z):
+        mean = jnp.mean(z, axis=-1, keepdims=True)
+        return (z - mean) / jnp.sqrt(jnp.var(z, axis=-1, keepdims=True) + 1e-6)
+
+    def not_centred(z, scale, bias):
+        return z / jnp.sqrt(jnp.var(z, axis=-1, keepdims=True) + 1e-6) * scale + bias
+
+    assert "without subtracting its mean first" in str(check_layer_norm(not_centred))
+    no_parameters = str(check_layer_norm(lambda z, scale, bias: normalised(z)))
+    assert "neither multiplied by scale nor shifted by bias" in no_parameters
+    swapped = str(check_layer_norm(lambda z, scale, bias: normalised(z) * bias + scale))
+    assert "scale and bias are swapped" in swapped
+
+
+def test_a_wrong_shape_and_an_attempt_that_raises_are_reported():
+    shape = str(check_layer_norm(lambda z, scale, bias: layer_norm(z, scale, bias)[..., 0]))
+    assert "case 'z (3, 8)': the output has shape (3,); expected (3, 8)" in shape
+
+    def raises(z, scale, bias):
+        raise ValueError("not written yet")
+
+    assert "calling it raised ValueError: not written yet" in str(check_layer_norm(raises))

@@ -1,9 +1,11 @@
-"""Checkers for the deep RNNs chapter: a stack with dropout between its layers, and the
-mask of recurrent dropout (one per sequence, the same at every step).
+"""Checkers for the deep RNNs chapter: a stack with dropout between its layers, the mask of
+recurrent dropout (one per sequence, the same at every step), and the layer normalisation of
+the layer-normalised LSTM.
 
-Both are built so that checking costs next to no compilation: the stack's layers and the
+They are built so that checking costs next to no compilation: the stack's layers and the
 stand-in dropout are NumPy functions, made once per process together with the reference's
-answers, and the mask's cases share one shape, so an attempt compiles its random draw once.
+answers; the mask's cases share one shape, so an attempt compiles its random draw once; the
+layer norm's inputs are NumPy arrays, and its reference is ``flax.linen.LayerNorm``.
 """
 
 from __future__ import annotations
@@ -172,3 +174,130 @@ def check_recurrent_mask(recurrent_mask) -> Feedback:
         return None
 
     return run_cases("check_recurrent_mask", recurrent_mask, _mask_cases(), judge)
+
+
+# nn.LayerNorm's default epsilon, added to the variance inside the square root.
+_EPSILON = 1e-6
+
+
+@functools.cache
+def _layer_norm_cases():
+    """``(name, (z, scale, bias), want)``: one batch dim, several, and a vector of equal
+    features; two shapes only, so that an attempt in jax.numpy compiles its ops twice."""
+    import flax.linen as nn
+
+    rng = np.random.default_rng(4)
+
+    def draw(*shape):
+        return rng.normal(size=shape).astype(np.float32)
+
+    flat = 3.0 * draw(3, 8) + 1.0
+    several = draw(2, 3, 5, 6)
+    constant = draw(3, 8)
+    constant[0] = 2.5  # variance 0: only epsilon keeps the division finite
+    cases = [
+        ("z (3, 8)", (flat, draw(8), draw(8))),
+        ("z (2, 3, 5, 6): batch dims (2, 3), 5 steps", (several, draw(6), draw(6))),
+        ("z (3, 8), whose first row is all 2.5", (constant, draw(8), draw(8))),
+    ]
+    norm = nn.LayerNorm(epsilon=_EPSILON, use_fast_variance=False)
+    reference = jax.jit(norm.apply)  # compiled once per shape
+    with_answers = []
+    for name, (z, scale, bias) in cases:
+        want = np.asarray(reference({"params": {"scale": scale, "bias": bias}}, z))
+        with_answers.append((name, (z, scale, bias), want))
+    return tuple(with_answers)
+
+
+def _normalised(z, axis, ddof=0, center=True):
+    """A usual way to get layer norm wrong, in float64: a chosen axis, ddof, no centering."""
+    z = np.asarray(z, dtype=np.float64)
+    mean = z.mean(axis=axis, keepdims=True)
+    variance = z.var(axis=axis, keepdims=True, ddof=ddof)
+    shifted = z - mean if center else z
+    return shifted / np.sqrt(variance + _EPSILON)
+
+
+def check_layer_norm(layer_norm) -> Feedback:
+    """Check ``layer_norm(z, scale, bias)`` against ``flax.linen.LayerNorm()``.
+
+    ``z`` is shaped ``(*batch, features)`` (any number of batch dims); ``scale`` and ``bias``
+    are ``(features,)``. The attempt must return what ``nn.LayerNorm()`` returns with those
+    parameters: each vector ``z[..., :]`` minus its mean over the features, divided by
+    ``sqrt(variance + 1e-6)`` (the variance over the features, divided by their number),
+    then multiplied by ``scale`` and shifted by ``bias``.
+    """
+    # Each attempt gets copies, so one that writes into its arguments spoils no later check.
+    cases = [
+        (name, tuple(array.copy() for array in arrays), want)
+        for name, arrays, want in _layer_norm_cases()
+    ]
+    return run_cases("check_layer_norm", layer_norm, cases, _judge_layer_norm)
+
+
+def _judge_layer_norm(got, z, scale, bias, want) -> str | None:
+    try:
+        got = np.asarray(got, dtype=np.float32)
+    except (TypeError, ValueError):
+        return f"the output should be an array shaped {want.shape}; got {type(got).__name__}"
+    if got.shape == want.shape and np.isnan(got).any() and not np.isnan(want).any():
+        row = tuple(int(i) for i in np.argwhere(np.isnan(got))[0][:-1])
+        return (
+            f"the output is nan at {list(row)}, where every feature of z is the same: its"
+            " variance is 0, so add epsilon (1e-6) to the variance inside the square root"
+        )
+    return compare(
+        "the output",
+        got,
+        want,
+        explain=lambda: _layer_norm_mistake(got, z, scale, bias),
+    )
+
+
+def _layer_norm_mistake(got, z, scale, bias) -> str:
+    """A guess at the mistake behind a wrong output, or ``""``."""
+    features = z.ndim - 1
+    mistakes = [
+        (
+            scale * _normalised(z, axis=0) + bias,
+            ". This is z normalised over its first axis, across the batch: that is batch"
+            " normalisation. Layer norm normalises each vector over its own features, the"
+            " last axis (axis=-1)",
+        ),
+        (
+            scale * _normalised(z, axis=None) + bias,
+            ". This is z normalised over the whole array at once; layer norm normalises each"
+            " vector z[..., :] over its own features (axis=-1, keepdims=True)",
+        ),
+        (
+            scale * _normalised(z, axis=features, ddof=1) + bias,
+            ". The variance here is divided by the number of features minus 1 (ddof=1);"
+            " nn.LayerNorm divides by the number of features",
+        ),
+        (
+            scale * _normalised(z, axis=features, center=False) + bias,
+            ". This divides z by its spread without subtracting its mean first",
+        ),
+        (
+            _normalised(z, axis=features),
+            ". This is z normalised but neither multiplied by scale nor shifted by bias",
+        ),
+        (
+            bias * _normalised(z, axis=features) + scale,
+            ". scale and bias are swapped: the normalised z is multiplied by scale, then"
+            " bias is added",
+        ),
+    ]
+    for axis in range(1, features):  # a fixed axis that is the last only for 2-D inputs
+        mistakes.append(
+            (
+                scale * _normalised(z, axis=axis) + bias,
+                f". This is z normalised over axis {axis}, the last one only when z has one"
+                " batch dim; the features are the last axis whatever the batch dims are"
+                " (axis=-1)",
+            )
+        )
+    for wrong, explanation in mistakes:
+        if compare("", got, wrong.astype(np.float32)) is None:
+            return explanation
+    return ""
