@@ -15,11 +15,12 @@ other unchanged (``nnx.update``, or ``nnx.merge`` of one's graph with the other'
     class Tagger(nnx.Module):
         def __init__(self, rngs):
             self.embed = nnx.Embed(1000, 32, rngs=rngs)
-            self.rnn = rx.RNN(rnnlib.LSTMCell(64), 32, rngs=rngs)  # rnn/cell/ii/kernel ...
+            self.rnn = rx.RNN(rnnlib.LSTMCell(64), 32, rngs=rngs)  # state: rnn/cell/ii/...
             self.head = nnx.Linear(64, 10, rngs=rngs)
 
-        def __call__(self, tokens, lengths):       # (batch, time) ints, (batch,)
-            x = self.rnn(self.embed(tokens), seq_lengths=lengths)  # (batch, time, 64)
+        def __call__(self, tokens, lengths):     # (batch, time) ints, (batch,)
+            x = self.embed(tokens)               # (batch, time, 32)
+            x = self.rnn(x, seq_lengths=lengths)  # (batch, time, 64)
             return self.head(x)
 
 The layer brings what Flax's cells lack: the linear cells run as one associative scan
@@ -250,6 +251,14 @@ def _check_deterministic(owner: str, value) -> None:
         )
 
 
+def _check_call_rngs(owner: str, rngs, uses: str) -> None:
+    if rngs is not None and not isinstance(rngs, (nnx.Rngs, nnx.RngStream)):
+        raise TypeError(
+            f"rnnlib.nnx.{owner} expects the call's rngs to be an nnx.Rngs or an "
+            f"nnx.RngStream ({uses}); got {_name(type(rngs))}."
+        )
+
+
 def _check_channels(owner: str, in_features: int, shape) -> None:
     if shape[-1] != in_features:
         raise ValueError(
@@ -259,6 +268,15 @@ def _check_channels(owner: str, in_features: int, shape) -> None:
 
 
 # -- RNG streams ----------------------------------------------------------------------------
+
+
+def _has_stream(rngs: nnx.Rngs, name: str) -> bool:
+    """Whether ``rngs`` gives a stream ``name`` (its own, or the ``default`` one)."""
+    try:
+        getattr(rngs, name)
+    except (AttributeError, KeyError):
+        return False
+    return True
 
 
 def _carry_stream():
@@ -287,21 +305,15 @@ def _dropout_stream(rngs: nnx.Rngs):
 
 def _dropout_key(owner: str, stream, rngs):
     """The key masks are drawn from: the call's ``rngs``, else the layer's own stream."""
+    if isinstance(rngs, nnx.RngStream):
+        return rngs()
     if rngs is not None:
-        if isinstance(rngs, nnx.Rngs):
-            try:
-                return rngs.dropout()
-            except (AttributeError, KeyError):
-                pass
-            got = "an nnx.Rngs without a 'dropout' or 'default' stream"
-        elif isinstance(rngs, nnx.RngStream):
-            return rngs()
-        else:
-            got = _name(type(rngs))
-        raise TypeError(
+        if _has_stream(rngs, "dropout"):
+            return rngs.dropout()
+        raise ValueError(
             f"rnnlib.nnx.{owner} drops values (deterministic=False) and draws the masks from "
-            f"rngs, which should be an nnx.Rngs with a 'dropout' stream or an nnx.RngStream; "
-            f"got {got}."
+            "the call's rngs, which have no 'dropout' (or 'default') stream: pass "
+            "rngs=nnx.Rngs(dropout=seed)."
         )
     if stream is None:
         raise ValueError(
@@ -370,8 +382,8 @@ class RNN(nnx.Module):
     Example::
 
         rnn = RNN(rnnlib.GRUCell(features=8), in_features=3, rngs=nnx.Rngs(0))
-        y = rnn(jnp.ones((4, 10, 3)))      # (batch, time, channels) -> (4, 10, 8)
-        nnx.state(rnn, nnx.Param)          # cell/dense_i/{kernel, bias}, cell/dense_h/kernel
+        y = rnn(jnp.ones((4, 10, 3)))   # (batch, time, channels) -> (4, 10, 8)
+        nnx.state(rnn, nnx.Param)       # cell/dense_i/{kernel, bias}, cell/dense_h/kernel
 
     Arguments:
         cell: an rnnlib cell (``rnnlib.LSTMCell``, ``GRUCell``, ``MinGRUCell``,
@@ -401,7 +413,8 @@ class RNN(nnx.Module):
     before each flagged step, as ``rnnlib.RNN``'s; ``nnx.RNN`` has none). The initial carry
     is the cell's ``initialize_carry``, with a key from the carry stream the layer keeps
     under ``rngs``, as ``nnx.RNN``'s. A sequence of length 0 gives back its initial carry
-    (``nnx.RNN``: the carry after the padded steps).
+    (``nnx.RNN``: the carry after the padded steps). ``config`` is the ``rnnlib.RNN`` the
+    layer runs.
     """
 
     def __init__(
@@ -465,6 +478,7 @@ class RNN(nnx.Module):
         deterministic: bool | None = None,
         rngs=None,
     ):
+        _check_call_rngs("RNN", rngs, "a 'dropout' stream for the masks, the carry's stream")
         inputs = jnp.asarray(inputs)
         config, cell = self.config, self.cell.rnnlib_cell
         major = config.time_major if time_major is None else time_major
@@ -476,7 +490,8 @@ class RNN(nnx.Module):
             if deterministic:
                 cell = cell.with_masks()
             else:
-                key = _dropout_key("RNN", self.dropout_rngs, rngs)
+                own_rngs = rngs if isinstance(rngs, nnx.Rngs) else None  # a stream: the carry's
+                key = _dropout_key("RNN", self.dropout_rngs, own_rngs)
                 step_shape = inputs.shape[:t] + inputs.shape[t + 1 :]
                 cell = cell.with_masks(*cell.draw_masks(key, step_shape))
             config = dataclasses.replace(config, cell=cell)
@@ -498,14 +513,6 @@ class RNN(nnx.Module):
             keep_order=keep_order,
             resets=resets,
         )
-
-
-def _has_stream(rngs: nnx.Rngs, name: str) -> bool:
-    try:
-        getattr(rngs, name)
-    except (AttributeError, KeyError):
-        return False
-    return True
 
 
 class StackedRNN(nnx.Module):
@@ -576,6 +583,7 @@ class StackedRNN(nnx.Module):
             self.dropout_rngs = _dropout_stream(rngs)
 
     def __call__(self, inputs, *, deterministic: bool | None = None, rngs=None, **kwargs):
+        _check_call_rngs("StackedRNN", rngs, "for this call's dropout masks")
         inputs = jnp.asarray(inputs)
         _check_channels("StackedRNN", self.in_features, inputs.shape)
         deterministic = self.deterministic if deterministic is None else deterministic
@@ -590,3 +598,15 @@ class StackedRNN(nnx.Module):
             rngs=drop_rngs,
             **kwargs,
         )
+
+
+def _show_signature(layer: type) -> None:
+    """Gives ``layer`` its ``__init__``'s signature, which ``inspect.signature``, ``help``
+    and the API page would otherwise read from NNX's metaclass as ``(*args, **kwargs)``."""
+    parameters = list(inspect.signature(layer.__init__).parameters.values())[1:]
+    layer.__signature__ = inspect.Signature(parameters)
+
+
+for _layer in (Cell, RNN, StackedRNN):
+    _show_signature(_layer)
+del _layer

@@ -1,6 +1,8 @@
 """rnnlib.nnx: rnnlib's layers inside flax.nnx models, checked against real Flax NNX."""
 
 import inspect
+import re
+from pathlib import Path
 
 import flax.linen as nn
 import jax
@@ -320,8 +322,12 @@ def test_dropout_without_a_dropout_stream_says_how_to_give_one():
     with pytest.raises(ValueError, match=r"no 'dropout'.*nnx\.Rngs\(params=0, dropout=1\)"):
         model(x)
     assert model(x, deterministic=True).shape == (2, 4, FEATURES)
-    with pytest.raises(TypeError, match=r"rngs.*nnx\.Rngs with a 'dropout' stream.*got builtins"):
+    with pytest.raises(
+        TypeError, match=r"call's rngs to be an nnx\.Rngs or an nnx\.RngStream.*got builtins\.int"
+    ):
         model(x, rngs=3)
+    with pytest.raises(ValueError, match=r"call's rngs, which have no 'dropout'"):
+        model(x, rngs=nnx.Rngs(params=1))
 
 
 LAYERS = (rnnlib.RNN(rnnlib.LSTMCell(FEATURES)), rnnlib.RNN(rnnlib.GRUCell(FEATURES)))
@@ -377,6 +383,9 @@ def test_wrong_rngs_in_features_or_layout_are_refused_with_a_clear_error():
         rx.RNN(cell, 4, layout="torch", rngs=nnx.Rngs(0))
     with pytest.raises(TypeError, match=r"deterministic to be a bool.*got 'yes'"):
         rx.RNN(cell, 4, deterministic="yes", rngs=nnx.Rngs(0))
+    stack = rx.StackedRNN(LAYERS, 4, rngs=nnx.Rngs(0))
+    with pytest.raises(TypeError, match=r"StackedRNN expects the call's rngs.*got builtins\.int"):
+        stack(jnp.ones((2, 3, 4)), rngs=1)
 
 
 def test_inputs_of_the_wrong_rank_or_width_are_refused_with_a_clear_error():
@@ -388,3 +397,16 @@ def test_inputs_of_the_wrong_rank_or_width_are_refused_with_a_clear_error():
     conv = rx.RNN(rnnlib.ConvLSTMCell(FEATURES, (3, 3)), 2, rngs=nnx.Rngs(0))
     with pytest.raises(ValueError, match=r"height, width, channels.*got shape \(5, 4, 2\)"):
         conv(jnp.ones((5, 4, 2)))
+
+
+def test_the_api_pages_nnx_example_runs_and_gets_nnxs_numbers():
+    page = (Path(__file__).resolve().parents[1] / "book" / "api.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", page, re.S)
+    block = next(b for b in blocks if "from rnnlib import nnx as rx" in b)
+    namespace = {}
+    exec(block, namespace)
+    ours, theirs = namespace["our_model"], namespace["flax_model"]
+    assert layout(nnx.state(ours)) == layout(nnx.state(theirs))
+    assert namespace["y"].shape == (2, 4, 3)
+    tokens, lengths = namespace["tokens"], namespace["lengths"]
+    tolerance.assert_close(namespace["y"], theirs(tokens, lengths), terms=4 * (8 + 16 + 1))
