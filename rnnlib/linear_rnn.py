@@ -41,6 +41,14 @@ class LinearCellBase(RNNCellBase):
     the whole sequence (``rnnlib.linear_rnn.associative``). Run step by step, such a cell keeps
     JAX's own derivatives (``Plan.kernel_gradients_after_loop`` does not apply: that rule
     differentiates the layers alone, and ``update`` also reads the step's input).
+
+    In low precision the recurrence runs in float32, as ``recurrentgemma``'s does: where the
+    step computes in bfloat16 or float16 (the cell's ``dtype``, or the dtype promoted from the
+    input and the layers' outputs), the layers' outputs are cast to float32, and
+    ``coefficients`` and ``h' = a_t * h + b_t`` run there, in the loop and in the scan. A decay
+    close to 1 would otherwise round to 1 (bfloat16 keeps 8 bits), and the error would grow with
+    every step. The outputs come back in the step's dtype; the carry stays in float32 (the
+    initial carry too, from ``initialize_carry``, whatever ``param_dtype`` says).
     """
 
     #: whether ``coefficients`` returns the logarithms of ``a_t`` and ``b_t``
@@ -57,13 +65,20 @@ class LinearCellBase(RNNCellBase):
             "layer's output by name and the step's input under 'x'."
         )
 
+    def initialize_carry(self, rng, input_shape):
+        """``h``, ``(*batch, features)``, from ``carry_init``, in ``param_dtype`` or, when that
+        is narrower, in float32, the dtype the recurrence accumulates in."""
+        h = super().initialize_carry(rng, input_shape)
+        return h.astype(accumulation_dtype(h.dtype))
+
     def update(self, h, a):
-        """One step: ``h' = a_t ⊙ h + b_t``, from ``coefficients(a)``."""
+        """One step: ``h' = a_t ⊙ h + b_t``, from ``coefficients(a)`` (in float32 at least)."""
+        a, dtype = _widened(self, a)
         a_t, b_t = self.coefficients(a)
         if self.log_space:
             a_t, b_t = jnp.exp(a_t), jnp.exp(b_t)
         h = a_t * h + b_t
-        return h, h
+        return h, _narrowed(h, dtype)
 
     def bind(self, params: dict, input_shape, join: bool = False) -> Bound:
         """The step with ``params``, passing the step's input to ``update`` as ``a["x"]``."""
@@ -79,6 +94,31 @@ class _WithInput(Bound):
 
     def named(self, x_outs, h_outs, constants=None) -> dict:
         return {**super().named(x_outs[:-1], h_outs, constants), "x": x_outs[-1]}
+
+
+def accumulation_dtype(dtype):
+    """The dtype a linear cell's recurrence runs in for a step computed in ``dtype``: float32
+    for a floating dtype narrower than it (bfloat16, float16), else ``dtype`` itself."""
+    dtype = jnp.dtype(dtype)
+    if jnp.issubdtype(dtype, jnp.floating) and dtype.itemsize < 4:
+        return jnp.dtype(jnp.float32)
+    return dtype
+
+
+def _widened(cell, a: dict):
+    """``(a, dtype)``: ``dtype`` is the step's, that of the input and the layers' outputs (the
+    ``Param`` values read as they are do not count), and ``a`` every entry in its
+    ``accumulation_dtype``."""
+    layers = cell.layers(tuple(jnp.shape(a["x"])))
+    constants = {name for name, layer in layers.items() if isinstance(layer, linear.Param)}
+    dtype = jnp.result_type(*[v for name, v in a.items() if name not in constants])
+    wide = accumulation_dtype(dtype)
+    return {name: jnp.asarray(v, wide) for name, v in a.items()}, dtype
+
+
+def _narrowed(h, dtype):
+    """The outputs ``h`` back in the step's ``dtype`` where the recurrence ran wider."""
+    return h if accumulation_dtype(dtype) == dtype else h.astype(dtype)
 
 
 def combine(earlier, later):
@@ -120,12 +160,15 @@ def associative(bound: Bound, carry, xs, seq_lengths=None, resets=None):
     for any initial carry ``h_0`` (of either sign, in log space too). With ``seq_lengths``
     (``(*batch)`` ints), the final carry is each sequence's ``h`` after its last valid step,
     ``h_0`` for a length of 0. With ``resets`` (``(time, *batch)`` bools), the carry is ``h_0``
-    again before each flagged step (the scan's operator is ``restarting``'s). Raises a
-    ``TypeError`` for a cell that is not linear in its carry.
+    again before each flagged step (the scan's operator is ``restarting``'s). In bfloat16 or
+    float16 the coefficients and the scan run in float32 (``LinearCellBase``), and the outputs
+    come back in the step's dtype. Raises a ``TypeError`` for a cell that is not linear in its
+    carry.
     """
     cell = bound.cell
     _check_linear(cell, bound, carry)
-    a_t, b_t = cell.coefficients(bound.named(bound.inputs(xs), []))
+    a, dtype = _widened(cell, bound.named(bound.inputs(xs), []))
+    a_t, b_t = cell.coefficients(a)
     # Coefficients that do not read x lack the time axis: the scan runs over axis 0 only
     # once every step's pair is spelled out, (time, *batch, features).
     steps = jax.tree_util.tree_leaves(xs)[0].shape[0]
@@ -143,12 +186,12 @@ def associative(bound: Bound, carry, xs, seq_lengths=None, resets=None):
     hs = prefix_a * carry + prefix_b
     carry = jnp.asarray(carry, hs.dtype)
     if seq_lengths is None or hs.shape[0] == 0:
-        return (hs[-1] if hs.shape[0] else carry), hs
+        return (hs[-1] if hs.shape[0] else carry), _narrowed(hs, dtype)
     lengths = jnp.asarray(seq_lengths)
     shape = lengths.shape + (1,) * (hs.ndim - 1 - lengths.ndim)  # lengths against h's axes
     index = jnp.broadcast_to(jnp.maximum(lengths - 1, 0).reshape((1,) + shape), (1,) + hs.shape[1:])
     last = jnp.take_along_axis(hs, index, axis=0)[0]  # h after each sequence's last valid step
-    return jnp.where(lengths.reshape(shape) > 0, last, carry), hs
+    return jnp.where(lengths.reshape(shape) > 0, last, carry), _narrowed(hs, dtype)
 
 
 def _check_linear(cell, bound: Bound, carry):

@@ -57,8 +57,10 @@ class MinGRUCell(LinearCellBase):
         kernel_init: initializer of the kernels of ``gate`` and ``candidate``,
             ``(channels, features)``.
         bias_init: initializer of their biases, ``(features,)``.
-        dtype: dtype of the computation (default: promoted from inputs and parameters).
-        param_dtype: dtype of the parameters and of the initial carry.
+        dtype: dtype of the computation (default: promoted from inputs and parameters); in
+            bfloat16 or float16 the recurrence still runs in float32 (``LinearCellBase``).
+        param_dtype: dtype of the parameters, and of the initial carry unless narrower than
+            float32 (the carry is float32 then).
         carry_init: initializer of ``h``, ``(*batch, features)``.
         gate_bias_init: initializer of the gate's bias alone (default: ``bias_init``). A
             negative constant asks for a long memory from the start: :math:`z_t` is then
@@ -117,8 +119,10 @@ class MinLSTMCell(LinearCellBase):
         features: width of ``h``.
         kernel_init: initializer of the three kernels, ``(channels, features)``.
         bias_init: initializer of the three biases, ``(features,)``.
-        dtype: dtype of the computation (default: promoted from inputs and parameters).
-        param_dtype: dtype of the parameters and of the initial carry.
+        dtype: dtype of the computation (default: promoted from inputs and parameters); in
+            bfloat16 or float16 the recurrence still runs in float32 (``LinearCellBase``).
+        param_dtype: dtype of the parameters, and of the initial carry unless narrower than
+            float32 (the carry is float32 then).
         carry_init: initializer of ``h``, ``(*batch, features)``.
     """
 

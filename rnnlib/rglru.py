@@ -107,8 +107,10 @@ class RGLRUCell(LinearCellBase):
         bias_init: initializer of the gates' biases.
         a_param_init: initializer of ``a_param``, ``(features,)``: by default
             :math:`\sigma(-\texttt{a\_param})` uniform over the ring of radii 0.9 to 0.999.
-        dtype: dtype of the computation (default: promoted from inputs and parameters).
-        param_dtype: dtype of the parameters and of the initial carry.
+        dtype: dtype of the computation (default: promoted from inputs and parameters); in
+            bfloat16 or float16 the recurrence still runs in float32 (``LinearCellBase``).
+        param_dtype: dtype of the parameters, and of the initial carry unless narrower than
+            float32 (the carry is float32 then).
         carry_init: initializer of ``h``, ``(*batch, features)``.
 
     The parameters are ``recurrentgemma``'s ``RGLRU(width=features, num_heads=num_heads)``'s:
@@ -166,7 +168,7 @@ class RGLRUCell(LinearCellBase):
         return {"a_param": a_param, "input_gate": gate, "a_gate": gate}
 
     def coefficients(self, a):
-        x, a_param = linear.promote(a["x"], a["a_param"], dtype=self.dtype)
+        x, a_param = a["x"], a["a_param"]  # in one dtype, float32 at least (LinearCellBase)
         log_a = -self.c * jax.nn.sigmoid(a["a_gate"]) * jax.nn.softplus(a_param)
         gated_x = jax.nn.sigmoid(a["input_gate"]) * x
         return jnp.exp(log_a), _sqrt(-jnp.expm1(2 * log_a)) * gated_x
