@@ -72,6 +72,7 @@ COMPARISON_TESTS = [
     "tests/test_resets.py",
     "tests/test_nnx_layers.py",
     "tests/test_exercises_attention.py",
+    "tests/test_linear_precision.py",
 ]
 
 
