@@ -19,6 +19,10 @@ from jax.custom_derivatives import SymbolicZero
 
 from rnnlib import linear
 from rnnlib.cell_base import RNNCellBase
+from rnnlib.gru import GRUCell
+from rnnlib.lstm import LSTMCell
+from rnnlib.module import describe
+from rnnlib.recurrent_dropout import RecurrentDropoutCell, _MaskedCell
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,9 +35,14 @@ class Plan:
             concatenated (default: yes, except on CPU at widths where XLA runs it slowly; the
             derivative of ``kernel_gradients_after_loop`` joins them whatever this says).
         kernel_gradients_after_loop: kernel gradients as matmuls after the backward loop
-            (default: on CPU without ``hoist_inputs`` or ``seq_lengths`` where JAX can and it pays).
+            (default: on CPU, where JAX can and it pays; never with ``hoist_inputs``, a linear
+            cell, resets, or ``seq_lengths`` with ``return_carry``, where ``True`` is refused).
         scan: ``"sequential"``, step by step, or ``"associative"``: one ``associative_scan``, for
-            a cell linear in its carry (default there on GPU and TPU; on CPU, its ``scan_on_cpu``).
+            a cell linear in its carry (default there on GPU and TPU; on CPU, its ``scan_on_cpu``),
+            which runs the layers on every step at once (``hoist_inputs`` is then ``True``).
+
+    ``resolve`` returns the program that runs, every field filled in; ``RNN.resolved_plan``
+    gives it for one call.
     """
 
     hoist_inputs: bool | None = None
@@ -50,35 +59,127 @@ class Plan:
             raise error(f"Plan expects scan 'sequential', 'associative' or None; got {scan!r}.")
 
 
-# Per count of layers reading h, (rows per step from, to, features above, up to) where XLA:CPU ran
-# a joined matmul slowly in a forward pass, or the rule slower than JAX's own derivative (both in
-# benchmarks/README.md).
-_SLOW_WHEN_JOINED = {3: ((0, math.inf, 160, 480), (32, 128, 64, 128), (64, 256, 32, 64))}
-_SLOW_WHEN_JOINED[4] = ((0, math.inf, 256, 416), (0, 63, 160, 256))
-_SLOW_AFTER_LOOP = {3: ((128, math.inf, 256, 512),)}
+# Where XLA:CPU ran a joined matmul slowly in a forward pass, and where the rule trained slower
+# than JAX's own derivative: (rows per step from, to, features above, up to), measured for the
+# GRUCell and the LSTMCell (benchmarks/README.md, "One matmul per layer inside bands of widths"
+# and "Where the rule does not pay"). A cell measured for neither has no band; a subclass, or
+# a RecurrentDropoutCell around one of them, has its cell's.
+_SLOW_WHEN_JOINED = {
+    GRUCell: ((0, math.inf, 160, 480), (32, 128, 64, 128), (64, 256, 32, 64)),
+    LSTMCell: ((0, math.inf, 256, 416), (0, 63, 160, 256)),
+}
+_SLOW_AFTER_LOOP = {GRUCell: ((128, math.inf, 256, 512),)}
 
 #: The plain program, for comparison (step by step, one matmul per layer, JAX's own derivatives).
 REFERENCE = Plan(False, False, False, "sequential")
 
 
-def resolve(plan: Plan, cell: RNNCellBase, step_shape) -> Plan:
-    """``plan`` with every ``None`` chosen from the backend and one step's input shape."""
-    cpu, linear_cell = jax.default_backend() == "cpu", callable(getattr(cell, "coefficients", None))
-    hoist = not cpu if plan.hoist_inputs is None else plan.hoist_inputs
+def _backend() -> str:
+    """The backend a plan is chosen for (a function of its own, so a test can name another)."""
+    return jax.default_backend()
+
+
+def _measured(cell: RNNCellBase):
+    """The cell whose matmuls ``cell`` runs: a recurrent-dropout wrapper runs the wrapped cell's."""
+    if isinstance(cell, _MaskedCell):
+        cell = cell.dropout
+    return cell.cell if isinstance(cell, RecurrentDropoutCell) else cell
+
+
+def _bands(table: dict, cell: RNNCellBase) -> tuple:
+    kind = type(_measured(cell))
+    return next((table[k] for k in kind.__mro__ if k in table), ())
+
+
+def resolve(plan: Plan, cell: RNNCellBase, step_shape, *, seq_lengths=False, resets=False) -> Plan:
+    """The program ``RNN`` runs, field for field: ``plan`` with every ``None`` chosen from the
+    backend, the cell and one step's input shape.
+
+    ``seq_lengths``: whether the run keeps each sequence's carry at its length (``RNN`` given
+    ``seq_lengths`` and ``return_carry``); ``resets``: whether it resets the carry. A field given
+    explicitly is honoured (it steers the defaults: ``kernel_gradients_after_loop=True`` leaves
+    the inputs in the loop, ``hoist_inputs=False`` runs a linear cell step by step), or refused
+    with a ``ValueError`` that says why it cannot run.
+    """
+    linear_cell = callable(getattr(cell, "coefficients", None))
+    cpu = _backend() == "cpu"
+    scan = plan.scan
+    if scan is None:
+        on_cpu = getattr(cell, "scan_on_cpu", "sequential")  # a linear cell's faster mode there
+        scan = (on_cpu if cpu else "associative") if linear_cell else "sequential"
+        scan = "sequential" if plan.hoist_inputs is False else scan
+    if scan == "associative":
+        return _associative(plan)
+    rule = plan.kernel_gradients_after_loop
+    hoist = plan.hoist_inputs
+    hoist = (not cpu and not rule) if hoist is None else hoist
     h = [la for la in cell.layers(tuple(step_shape)).values() if isinstance(la, linear.Dense)]
     h = [la.features for la in h if la.reads == "h"]
     rows, width = math.prod(step_shape[:-1]), max(h, default=0)
 
-    def slow(bands):  # on XLA:CPU, inside one of the bands measured (benchmarks/README.md)
-        bands = bands.get(len(h), ())
+    def slow(table):  # on XLA:CPU, inside one of the bands measured for this cell
+        bands = _bands(table, cell)
         return cpu and any(r0 <= rows <= r1 and f0 < width <= f1 for r0, r1, f0, f1 in bands)
 
     join = not slow(_SLOW_WHEN_JOINED) if plan.join_layers is None else plan.join_layers
-    if (after := plan.kernel_gradients_after_loop) is None:
-        after = cpu and not hoist and not slow(_SLOW_AFTER_LOOP) and jax_differentiates_sequence()
-    on_cpu = getattr(cell, "scan_on_cpu", "sequential")  # a linear cell's faster mode on a CPU
-    scan = plan.scan or ((on_cpu if cpu else "associative") if linear_cell else "sequential")
-    return Plan(hoist, join, after and not linear_cell, scan)
+    if rule is None:
+        rule = cpu and not slow(_SLOW_AFTER_LOOP)
+        rule = rule and _why_not_the_rule(linear_cell, hoist, seq_lengths, resets) is None
+    elif rule and (why := _why_not_the_rule(linear_cell, hoist, seq_lengths, resets)):
+        raise ValueError(
+            f"Plan(kernel_gradients_after_loop=True) cannot run for {describe(cell)}: {why}. "
+            "Leave it None for RNN to choose, or pass False for JAX's own derivatives."
+        )
+    return Plan(hoist, join, rule, "sequential")
+
+
+def _associative(plan: Plan) -> Plan:
+    """``plan`` resolved for the associative scan, which runs every layer on all steps at once."""
+    if plan.hoist_inputs is False:
+        raise ValueError(
+            "Plan(scan='associative') runs the layers that read x on every step at once, "
+            "before the scan (hoist_inputs=True); got hoist_inputs=False, which asks for them "
+            "inside a loop the scan does not have. Leave hoist_inputs None, or pass "
+            "scan='sequential' to run step by step."
+        )
+    if plan.kernel_gradients_after_loop:
+        raise ValueError(
+            "Plan(scan='associative') takes JAX's own derivatives of the scan; got "
+            "kernel_gradients_after_loop=True, a rule for the step-by-step loop. Leave it "
+            "None, or pass scan='sequential'."
+        )
+    join = True if plan.join_layers is None else plan.join_layers
+    return Plan(True, join, False, "associative")
+
+
+def _why_not_the_rule(linear_cell: bool, hoist: bool, seq_lengths: bool, resets: bool):
+    """Why the whole-sequence rule cannot run this program, or ``None`` where it can."""
+    reasons = [
+        (
+            linear_cell,
+            "a linear cell's update reads the step's input, and the rule "
+            "differentiates the layers alone",
+        ),
+        (
+            hoist,
+            "with hoist_inputs=True the layers that read x run before the loop, and the "
+            "rule differentiates a loop that runs them",
+        ),
+        (
+            seq_lengths,
+            "with seq_lengths and return_carry the loop keeps each sequence's carry "
+            "at its length, a select the rule does not differentiate",
+        ),
+        (
+            resets,
+            "with resets the loop sets the carry back before the flagged steps, a select "
+            "the rule does not differentiate",
+        ),
+    ]
+    why = next((reason for applies, reason in reasons if applies), None)
+    if why is None and not jax_differentiates_sequence():
+        why = f"this JAX ({jax.__version__}) cannot transpose the rule"
+    return why
 
 
 def sequence(cell: RNNCellBase, params, carry, xs, step_shape, join: bool, unroll: int = 1):

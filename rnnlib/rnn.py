@@ -116,6 +116,24 @@ class RNN(Module):
         if not isinstance(self.plan, Plan):
             raise TypeError(f"RNN expects plan to be an rnnlib.Plan; got {self.plan!r}.")
 
+    def resolved_plan(
+        self, inputs, *, seq_lengths=None, resets=None, return_carry=None, time_major=None
+    ) -> Plan:
+        """The program ``apply`` runs for these arguments: ``plan`` with every field chosen
+        (``rnnlib.plan.resolve``), or the ``ValueError`` saying why a field given cannot run.
+        ``inputs`` may be an array or anything with its ``shape``."""
+        shape = tuple(np.shape(inputs))
+        major = self.time_major if time_major is None else time_major
+        _, t = split_axes(self.cell, shape, major, owner=self)
+        keeps = self.return_carry if return_carry is None else return_carry
+        return resolve(
+            self.plan,
+            self.cell,
+            shape[:t] + shape[t + 1 :],
+            seq_lengths=bool(keeps) and seq_lengths is not None,
+            resets=resets is not None,
+        )
+
     def _init(self, key, inputs, *, time_major=None, **unused):
         shape = tuple(np.shape(inputs))
         major = self.time_major if time_major is None else time_major
@@ -167,7 +185,13 @@ class RNN(Module):
         if seq_lengths is not None:
             xs = _finite_padding(xs, seq_lengths)
         lengths = seq_lengths if return_carry else None
-        plan = resolve(self.plan, self.cell, step_shape)
+        plan = self.resolved_plan(
+            inputs,
+            seq_lengths=seq_lengths,
+            resets=resets,
+            return_carry=return_carry,
+            time_major=time_major,
+        )
         with jax.named_scope(f"RNN_{type(self.cell).__name__}"):
             carry, outputs = _scan(
                 self.cell,
@@ -199,8 +223,7 @@ def _scan(cell, params, step_shape, carry, inputs, seq_lengths, unroll, plan, re
     x = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape[1:], a.dtype), inputs)
     out = jax.eval_shape(lambda c, x: step(c, x)[0], carry, x)
     carry = jax.tree_util.tree_map(lambda c, o: jnp.asarray(c, o.dtype), carry, out)
-    plain = seq_lengths is None and resets is None
-    if plain and plan.kernel_gradients_after_loop and not plan.hoist_inputs:
+    if plan.kernel_gradients_after_loop:  # resolve's: no hoisting, seq_lengths or resets then
         return sequence(cell, params, carry, inputs, step_shape, plan.join_layers, unroll)
     if resets is not None:
         step, inputs = _restarting(step, carry), (inputs, resets)

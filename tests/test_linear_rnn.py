@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import rnnlib
 from rnnlib.linear import Dense
-from rnnlib.plan import REFERENCE, Plan, resolve
+from rnnlib.plan import REFERENCE, Plan, jax_differentiates_sequence, resolve
 from rnnlib.testing import PARTS, check_cell_contract
 from tests.parity_helpers import random_array, random_carry, random_like
 from tests.tolerance import assert_close, assert_identical, log_space_terms, recurrent_terms
@@ -340,11 +340,15 @@ def test_the_default_plan_runs_a_linear_cell_in_its_faster_mode_on_cpu_and_as_a_
     assert REFERENCE.scan == "sequential" and resolve(REFERENCE, rnnlib.MinGRUCell(4), (2, 3))
 
 
-def test_a_linear_cell_keeps_jaxs_own_derivatives_even_when_the_plan_asks_for_the_rule():
+def test_a_linear_cell_refuses_the_rule_when_asked_and_leaves_it_out_by_default():
     # The rule differentiates the layers alone; a linear cell's update also reads its input.
-    chosen = resolve(Plan(False, True, True), rnnlib.RGLRUCell(4), (2, 4))
+    with pytest.raises(ValueError, match="RGLRUCell.*a linear cell's update reads the step's"):
+        resolve(Plan(False, True, True, "sequential"), rnnlib.RGLRUCell(4), (2, 4))
+    chosen = resolve(Plan(scan="sequential"), rnnlib.RGLRUCell(4), (2, 4))
     assert chosen.kernel_gradients_after_loop is False
-    assert resolve(Plan(False, True, True), rnnlib.GRUCell(4), (2, 4)).kernel_gradients_after_loop
+    if jax_differentiates_sequence():
+        gru = resolve(Plan(False, True, True), rnnlib.GRUCell(4), (2, 4))
+        assert gru.kernel_gradients_after_loop
 
 
 @pytest.mark.parametrize("name", CELL_NAMES)
@@ -354,7 +358,7 @@ def test_every_plan_of_the_sequential_mode_gives_the_same_numbers(name):
     variables = rnnlib.RNN(cell).init(jax.random.key(0), x)
     carry = random_carry(cell, 1, (2, channels))
     lengths = jnp.array([7, 3])
-    plans = [REFERENCE, Plan(True, True, None, "sequential"), Plan(False, True, True), Plan()]
+    plans = [REFERENCE, Plan(True, True, None, "sequential"), Plan(False, True, None), Plan()]
     runs = [run(rnnlib.RNN(cell, plan=p), variables, x, carry, seq_lengths=lengths) for p in plans]
     terms = recurrent_terms(cell, x.shape, steps=7, gradient=True)
     for other in runs[1:]:
