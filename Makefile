@@ -107,7 +107,8 @@ LIBRARY_TESTS := tests/test_errors.py tests/test_module.py tests/test_parity_cel
 	tests/test_transforms.py tests/test_legacy.py tests/test_interop.py tests/test_sharding.py \
 	tests/test_speed_paths.py tests/test_tolerance.py tests/test_stacked.py tests/test_dropout.py \
 	tests/test_linear_rnn.py tests/test_composition.py tests/test_silent_cases.py \
-	tests/test_papercuts.py tests/test_resets.py tests/test_nnx_layers.py
+	tests/test_papercuts.py tests/test_resets.py tests/test_linear_precision.py \
+	tests/test_plan_resolved.py tests/test_nnx_layers.py
 
 test-lowest: $(LOWEST)/.stamp
 	$(LOWEST)/bin/python -m pytest $(PARALLEL) $(LIBRARY_TESTS) -m "not pinned_env"
