@@ -262,10 +262,9 @@ def test_every_setup_cell_is_the_canonical_one():
             assert hygiene._source(setup) == hygiene.setup_cell_source(), notebook.name
         else:
             without_rnnlib.append(notebook.name)
-    # Two pages import nothing of rnnlib: the appendix, whose setup cell checks the tools it
-    # teaches (tests/test_appendix_workflow.py runs it without jax, flax or rnnlib), and
-    # Flax's API at a glance, which shows Flax alone.
-    assert without_rnnlib == ["appendix_testing_notebooks.ipynb", "flax_api.ipynb"]
+    # One page imports nothing of rnnlib: the appendix, whose setup cell checks the tools it
+    # teaches (tests/test_appendix_workflow.py runs it without jax, flax or rnnlib).
+    assert without_rnnlib == ["appendix_testing_notebooks.ipynb"]
 
 
 TOOLS_SETUP = (
