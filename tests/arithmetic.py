@@ -73,6 +73,7 @@ COMPARISON_TESTS = [
     "tests/test_nnx_layers.py",
     "tests/test_exercises_attention.py",
     "tests/test_linear_precision.py",
+    "tests/test_exercises_flax_api.py",
 ]
 
 
