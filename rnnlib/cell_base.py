@@ -8,7 +8,7 @@ The rest is derived, so ``RNN`` can move a cell's matmuls without knowing the ce
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -23,6 +23,15 @@ class RNNCellBase(Module):
     shaped like ``x``, ``apply(variables, carry, x) -> (carry, y)`` runs one step; both raise a
     ``ValueError`` naming expected and received shapes. A subclass's annotated attributes are
     its fields, as in Flax; it needs no decorator."""
+
+    # Where XLA:CPU was measured to run this cell slower with each side's layers joined into one
+    # matmul (cpu_slow_when_joined), and slower with the whole-sequence gradient rule than with
+    # JAX's own derivative (cpu_slow_after_loop), as bands (rows per step from, to, features
+    # above, up to): Plan's defaults avoid them (benchmarks/README.md, "One matmul per layer
+    # inside bands of widths" and "Where the rule does not pay"). A cell never measured has
+    # none; a subclass has its parent's.
+    cpu_slow_when_joined: ClassVar[tuple] = ()
+    cpu_slow_after_loop: ClassVar[tuple] = ()
 
     def __post_init__(self):
         n = getattr(self, "features", 1)

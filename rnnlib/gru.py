@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -42,6 +43,9 @@ class GRUCell(RNNCellBase):
         param_dtype: dtype of the parameters and of the initial carry.
         carry_init: initializer of ``h``, ``(*batch, features)``.
     """
+
+    cpu_slow_when_joined = ((0, math.inf, 160, 480), (32, 128, 64, 128), (64, 256, 32, 64))
+    cpu_slow_after_loop = ((128, math.inf, 256, 512),)
 
     features: int
     gate_fn: Callable[..., Any] = jax.nn.sigmoid

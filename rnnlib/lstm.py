@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -47,6 +48,8 @@ class LSTMCell(RNNCellBase):
     The parameter tree holds the eight separate kernels Flax uses, so variables interchange; how
     many matmuls compute them is ``RNN``'s ``plan``, never the numbers.
     """
+
+    cpu_slow_when_joined = ((0, math.inf, 256, 416), (0, 63, 160, 256))
 
     features: int
     gate_fn: Callable[..., Any] = jax.nn.sigmoid

@@ -19,8 +19,6 @@ from jax.custom_derivatives import SymbolicZero
 
 from rnnlib import linear
 from rnnlib.cell_base import RNNCellBase
-from rnnlib.gru import GRUCell
-from rnnlib.lstm import LSTMCell
 from rnnlib.module import describe
 from rnnlib.recurrent_dropout import RecurrentDropoutCell, _MaskedCell
 
@@ -59,17 +57,6 @@ class Plan:
             raise error(f"Plan expects scan 'sequential', 'associative' or None; got {scan!r}.")
 
 
-# Where XLA:CPU ran a joined matmul slowly in a forward pass, and where the rule trained slower
-# than JAX's own derivative: (rows per step from, to, features above, up to), measured for the
-# GRUCell and the LSTMCell (benchmarks/README.md, "One matmul per layer inside bands of widths"
-# and "Where the rule does not pay"). A cell measured for neither has no band; a subclass, or
-# a RecurrentDropoutCell around one of them, has its cell's.
-_SLOW_WHEN_JOINED = {
-    GRUCell: ((0, math.inf, 160, 480), (32, 128, 64, 128), (64, 256, 32, 64)),
-    LSTMCell: ((0, math.inf, 256, 416), (0, 63, 160, 256)),
-}
-_SLOW_AFTER_LOOP = {GRUCell: ((128, math.inf, 256, 512),)}
-
 #: The plain program, for comparison (step by step, one matmul per layer, JAX's own derivatives).
 REFERENCE = Plan(False, False, False, "sequential")
 
@@ -84,11 +71,6 @@ def _measured(cell: RNNCellBase):
     if isinstance(cell, _MaskedCell):
         cell = cell.dropout
     return cell.cell if isinstance(cell, RecurrentDropoutCell) else cell
-
-
-def _bands(table: dict, cell: RNNCellBase) -> tuple:
-    kind = type(_measured(cell))
-    return next((table[k] for k in kind.__mro__ if k in table), ())
 
 
 def resolve(plan: Plan, cell: RNNCellBase, step_shape, *, seq_lengths=False, resets=False) -> Plan:
@@ -117,13 +99,13 @@ def resolve(plan: Plan, cell: RNNCellBase, step_shape, *, seq_lengths=False, res
     h = [la.features for la in h if la.reads == "h"]
     rows, width = math.prod(step_shape[:-1]), max(h, default=0)
 
-    def slow(table):  # on XLA:CPU, inside one of the bands measured for this cell
-        bands = _bands(table, cell)
+    def slow(bands):  # on XLA:CPU, inside one of the bands measured for this cell
         return cpu and any(r0 <= rows <= r1 and f0 < width <= f1 for r0, r1, f0, f1 in bands)
 
-    join = not slow(_SLOW_WHEN_JOINED) if plan.join_layers is None else plan.join_layers
+    measured = _measured(cell)
+    join = not slow(measured.cpu_slow_when_joined) if plan.join_layers is None else plan.join_layers
     if rule is None:
-        rule = cpu and not slow(_SLOW_AFTER_LOOP)
+        rule = cpu and not slow(measured.cpu_slow_after_loop)
         rule = rule and _why_not_the_rule(linear_cell, hoist, seq_lengths, resets) is None
     elif rule and (why := _why_not_the_rule(linear_cell, hoist, seq_lengths, resets)):
         raise ValueError(
