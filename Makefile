@@ -43,20 +43,20 @@ $(FLOOR)/.stamp: tests/floor.txt pyproject.toml
 	$(call install,$(FLOOR),-r tests/floor.txt)
 	touch $@
 
-# The real Flax 0.6.11, the oracle of rnnlib.legacy (tests/test_legacy_oracle.py).
+# The real Flax 0.6.11, the oracle of rnnlib.legacy (tests/parity/test_legacy_oracle.py).
 $(FLAX06)/.stamp: tests/oracle/requirements-flax06.txt
 	$(PYTHON) -m venv $(FLAX06)
 	$(call install,$(FLAX06),-r tests/oracle/requirements-flax06.txt)
 	touch $@
 
-# recurrentgemma 1.0.1, the oracle of rnnlib.RGLRUCell (tests/test_rglru_oracle.py). It pins
+# recurrentgemma 1.0.1, the oracle of rnnlib.RGLRUCell (tests/parity/test_rglru_oracle.py). It pins
 # numpy below the book's, so it gets an environment of its own.
 $(RGEMMA)/.stamp: tests/oracle/requirements-recurrentgemma.txt
 	$(PYTHON) -m venv $(RGEMMA)
 	$(call install,$(RGEMMA),-r tests/oracle/requirements-recurrentgemma.txt)
 	touch $@
 
-# PyTorch's CPU build, the oracle of rnnlib.torch_weights (tests/test_torch_weights.py). pip,
+# PyTorch's CPU build, the oracle of rnnlib.torch_weights (tests/parity/test_torch_weights.py). pip,
 # not uv: pip's configured wheel folders hold the CPU wheel, uv would fetch the CUDA build.
 $(TORCH)/.stamp: tests/oracle/requirements-torch.txt
 	$(PYTHON) -m venv $(TORCH)
@@ -102,13 +102,13 @@ test-pinned: env $(FLAX06)/.stamp $(RGEMMA)/.stamp $(TORCH)/.stamp
 	$(call with-cache,pinned) $(PY) -m pytest $(PARALLEL) book tests $(NBVAL) -m "not floor_env"
 
 # The library's own tests (not the tooling around the book) on the lowest versions.
-LIBRARY_TESTS := tests/test_errors.py tests/test_module.py tests/test_parity_cells.py \
-	tests/test_parity_rnn.py tests/test_parity_bidirectional.py tests/test_properties.py \
-	tests/test_transforms.py tests/test_legacy.py tests/test_interop.py tests/test_sharding.py \
-	tests/test_speed_paths.py tests/test_tolerance.py tests/test_stacked.py tests/test_dropout.py \
-	tests/test_linear_rnn.py tests/test_composition.py tests/test_silent_cases.py \
-	tests/test_papercuts.py tests/test_resets.py tests/test_linear_precision.py \
-	tests/test_plan_resolved.py tests/test_nnx_layers.py
+LIBRARY_TESTS := tests/unit/test_errors.py tests/unit/test_module.py tests/parity/test_parity_cells.py \
+	tests/parity/test_parity_rnn.py tests/parity/test_parity_bidirectional.py tests/property/test_properties.py \
+	tests/property/test_transforms.py tests/parity/test_legacy.py tests/parity/test_interop.py tests/unit/test_sharding.py \
+	tests/unit/test_speed_paths.py tests/unit/test_tolerance.py tests/unit/test_stacked.py tests/unit/test_dropout.py \
+	tests/unit/test_linear_rnn.py tests/unit/test_composition.py tests/unit/test_silent_cases.py \
+	tests/unit/test_papercuts.py tests/unit/test_resets.py tests/unit/test_linear_precision.py \
+	tests/unit/test_plan_resolved.py tests/parity/test_nnx_layers.py
 
 test-lowest: $(LOWEST)/.stamp
 	$(LOWEST)/bin/python -m pytest $(PARALLEL) $(LIBRARY_TESTS) -m "not pinned_env"
@@ -117,7 +117,7 @@ test-lowest: $(LOWEST)/.stamp
 # whole chapter in its own kernel, so the chapters are shared out one by one (--dist load):
 # loadscope would keep the whole module, every chapter, on one worker.
 test-floor: $(FLOOR)/.stamp
-	$(FLOOR)/bin/python -m pytest -n 2 --dist load tests/test_chapters_floor.py
+	$(FLOOR)/bin/python -m pytest -n 2 --dist load tests/notebooks/test_chapters_floor.py
 
 # The tests that compare two orders of arithmetic, again under each XLA CPU setting of
 # tests/arithmetic.py (CONTRIBUTING, "Orders of arithmetic"): about 8 minutes a setting.

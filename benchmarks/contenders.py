@@ -4,7 +4,7 @@ Every contender is a pair of jitted functions over the same kind of arguments:
 ``forward(params, x) -> outputs`` and ``train(params, x) -> grads`` (the gradient of
 a scalar loss, ``mean(outputs ** 2)``, with respect to the parameters). The rnnlib,
 flax.linen and hand-written contenders share one set of linen-layout variables, so
-their outputs are equal (``tests/test_benchmarks.py`` checks it); flax.nnx has its own
+their outputs are equal (``tests/tools/test_benchmarks.py`` checks it); flax.nnx has its own
 parameter layout and gets its own initialisation.
 """
 

@@ -22,7 +22,7 @@ this file, when it has a ``_config.yml``):
 :func:`reader_view_problems` holds one more set of the book's rules, for what the reader sees
 (cells not tagged ``remove-cell`` or ``remove-input``): no nbval comment markers, no version gate
 outside the setup cell, no prose about what is tested, no assert that pins printed digits, and
-hidden cells that store no output. ``tests/test_reader_view.py`` applies it to every chapter but
+hidden cells that store no output. ``tests/notebooks/test_reader_view.py`` applies it to every chapter but
 the appendix on testing notebooks, whose subject is testing.
 
 The repository address comes from ``_config.yml`` (``repository.url`` and ``repository.branch``),

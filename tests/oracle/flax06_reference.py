@@ -1,4 +1,4 @@
-"""Reference results from the real Flax 0.6.11, for tests/test_legacy_oracle.py.
+"""Reference results from the real Flax 0.6.11, for tests/parity/test_legacy_oracle.py.
 
 This script runs in the side environment .venv-flax06 (Flax 0.6.11, JAX 0.4.13; see
 requirements-flax06.txt), never in the book's environment::
@@ -16,7 +16,7 @@ tuples by index). Inputs come from NumPy, so they do not depend on the JAX versi
 runs the test (it became the default in JAX 0.5), so that carries drawn from the
 same key hold the same numbers on both sides.
 
-The cases, by name, are mirrored in tests/test_legacy_oracle.py.
+The cases, by name, are mirrored in tests/parity/test_legacy_oracle.py.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Reference results from recurrentgemma's own RG-LRU layer, for tests/test_rglru_oracle.py.
+"""Reference results from recurrentgemma's own RG-LRU layer, for tests/parity/test_rglru_oracle.py.
 
 This script runs in the side environment .venv-recurrentgemma (recurrentgemma 1.0.1, Google
 DeepMind's package for Griffin and RecurrentGemma; see requirements-recurrentgemma.txt), never
@@ -16,7 +16,7 @@ the carry. Inputs, variables, outputs and gradients go into one ``.npz``, under 
 ``w8_h2/linear/grad/params/a_gate/w``. Inputs come from NumPy, so they do not depend on the JAX
 version.
 
-The cases, by name, are mirrored in tests/test_rglru_oracle.py, and so is the loss.
+The cases, by name, are mirrored in tests/parity/test_rglru_oracle.py, and so is the loss.
 """
 
 from __future__ import annotations

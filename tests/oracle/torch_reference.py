@@ -1,4 +1,4 @@
-"""PyTorch's LSTM and GRU, run for tests/test_torch_weights.py in .venv-torch.
+"""PyTorch's LSTM and GRU, run for tests/parity/test_torch_weights.py in .venv-torch.
 
 Usage: ``python torch_reference.py OUT.npz CASES.json [STATES.npz]``. ``CASES.json`` holds a
 list of cases, each a dict with ``name``, ``kind`` (``"LSTM"`` or ``"GRU"``), ``input_size``,

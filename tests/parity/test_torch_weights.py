@@ -27,7 +27,7 @@ from tests import side_env, tolerance
 
 pytestmark = pytest.mark.pinned_env
 
-ROOT = side_env.Path(__file__).resolve().parents[1]
+ROOT = side_env.Path(__file__).resolve().parents[2]
 TORCH_PYTHON = ROOT / ".venv-torch" / "bin" / "python"
 SCRIPT = ROOT / "tests" / "oracle" / "torch_reference.py"
 FROM = {"LSTM": tw.lstm_from_torch, "GRU": tw.gru_from_torch}

@@ -400,7 +400,7 @@ def test_inputs_of_the_wrong_rank_or_width_are_refused_with_a_clear_error():
 
 
 def test_the_api_pages_nnx_example_runs_and_gets_nnxs_numbers():
-    page = (Path(__file__).resolve().parents[1] / "book" / "api.md").read_text()
+    page = (Path(__file__).resolve().parents[2] / "book" / "api.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", page, re.S)
     block = next(b for b in blocks if "from rnnlib import nnx as rx" in b)
     namespace = {}

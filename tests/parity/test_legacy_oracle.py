@@ -26,7 +26,7 @@ from tests import side_env, tolerance
 
 pytestmark = [pytest.mark.pinned_env, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ORACLE_PYTHON = ROOT / ".venv-flax06" / "bin" / "python"
 SCRIPT = ROOT / "tests" / "oracle" / "flax06_reference.py"
 # Rounded terms per element (tests/tolerance.py): the longest step sum among the oracle's

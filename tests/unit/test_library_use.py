@@ -24,7 +24,7 @@ from rnnlib.linear import Dense
 from tests.parity_helpers import random_array, random_variables
 from tests.tolerance import assert_close, assert_identical, recurrent_terms
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 KEY = jax.random.key(0)
 X = jnp.asarray(np.random.default_rng(0).standard_normal((2, 5, 3)), jnp.float32)
 

@@ -17,7 +17,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 EXTENSION = "sphinx-mathjax-offline"
 
 

@@ -23,11 +23,11 @@ import pytest
 
 import rnnlib
 from tests import side_env, tolerance
-from tests.test_legacy_oracle import subtree
+from tests.parity.test_legacy_oracle import subtree
 
 pytestmark = pytest.mark.pinned_env
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ORACLE_PYTHON = ROOT / ".venv-recurrentgemma" / "bin" / "python"
 SCRIPT = ROOT / "tests" / "oracle" / "rglru_reference.py"
 # Mirrors CASES in the reference script: name -> (width, num_heads, batch, time).

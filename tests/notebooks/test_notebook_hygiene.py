@@ -263,7 +263,7 @@ def test_every_setup_cell_is_the_canonical_one():
         else:
             without_rnnlib.append(notebook.name)
     # One page imports nothing of rnnlib: the appendix, whose setup cell checks the tools it
-    # teaches (tests/test_appendix_workflow.py runs it without jax, flax or rnnlib).
+    # teaches (tests/notebooks/test_appendix_workflow.py runs it without jax, flax or rnnlib).
     assert without_rnnlib == ["appendix_testing_notebooks.ipynb"]
 
 

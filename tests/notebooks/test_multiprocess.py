@@ -28,7 +28,7 @@ import pytest
 
 from tests.tolerance import assert_close
 
-PROGRAMS = Path(__file__).resolve().parents[1] / "book" / "programs"
+PROGRAMS = Path(__file__).resolve().parents[2] / "book" / "programs"
 SCRIPT = PROGRAMS / "data_parallel_train.py"
 PROCESSES, LOCAL_DEVICES = 2, 2
 BATCH, TIME, CHANNELS, FEATURES, STEPS, SEED, LEARNING_RATE = 8, 6, 3, 8, 3, 1, 1e-2

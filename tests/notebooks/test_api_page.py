@@ -20,7 +20,7 @@ import pytest
 
 import rnnlib
 
-API_PAGE = Path(__file__).resolve().parents[1] / "book" / "api.md"
+API_PAGE = Path(__file__).resolve().parents[2] / "book" / "api.md"
 SIGNED = re.compile(r"^\.\. autoclass:: ([\w.]+)\((.*)\)\s*$", re.MULTILINE)
 
 

@@ -20,7 +20,7 @@ from tests.book_hygiene import expects_error
 
 pytestmark = pytest.mark.floor_env
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHAPTERS = sorted((ROOT / "book").glob("*.ipynb"))
 FLOOR = {
     line.split("==")[0]: line.split("==")[1].strip()

@@ -8,7 +8,7 @@
 * Cells whose type ``setup`` shows (a list of them, a ``@property``) are errors, not reviews
   (``convlstm_layers.py``).
 * A width is read from the carry a cell is called with, ``hidden[i]`` included
-  (``gru_layers.py``, whose fix tests/test_migrate_idioms.py runs against Flax 0.6.11).
+  (``gru_layers.py``, whose fix tests/tools/test_migrate_idioms.py runs against Flax 0.6.11).
 
 The programs run under the real Flax 0.6.11 (.venv-flax06) and, fixed, under the pinned Flax;
 both sides fill their parameters with the same NumPy draws (tests/migrate_corpus/_report.py).
@@ -21,8 +21,8 @@ import sys
 
 import pytest
 
-from tests.test_legacy_oracle import ORACLE_PYTHON, require_oracle_python
-from tests.test_migrate_idioms import (
+from tests.parity.test_legacy_oracle import ORACLE_PYTHON, require_oracle_python
+from tests.tools.test_migrate_idioms import (
     CORPUS,
     assert_same_numbers,
     migrate_json,

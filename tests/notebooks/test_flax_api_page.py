@@ -13,7 +13,7 @@ import flax.linen as nn
 import pytest
 from flax import nnx
 
-PAGE = Path(__file__).resolve().parent.parent / "book" / "md" / "flax_api.md"
+PAGE = Path(__file__).resolve().parents[2] / "book" / "md" / "flax_api.md"
 LIBRARIES = {"flax.linen": nn, "flax.nnx": nnx}
 
 

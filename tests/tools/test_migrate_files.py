@@ -27,7 +27,7 @@ import pytest
 
 from rnnlib.migrate import files
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 NOBODY = 65534
 TIMEOUT_S = 120  # a run takes well under a second; a hang fails the test instead of the suite
 

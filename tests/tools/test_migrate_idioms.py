@@ -1,7 +1,7 @@
 """rnnlib.migrate on the idioms real 0.6-era code used, and on its own rule table.
 
 Each program in tests/migrate_corpus/ named in IDIOMS runs under the real Flax 0.6.11 (the side
-environment .venv-flax06, as tests/test_legacy_oracle.py uses it). ``--fix`` rewrites a copy,
+environment .venv-flax06, as tests/parity/test_legacy_oracle.py uses it). ``--fix`` rewrites a copy,
 which must then run under the pinned current Flax and give the same parameter tree (paths and
 shapes) and the same outputs from the same parameters (the programs fill every parameter with
 NumPy numbers in path order, tests/migrate_corpus/_report.py, so both Flax versions start from
@@ -27,10 +27,10 @@ from rnnlib import migrate
 from rnnlib.migrate import main
 from rnnlib.migrate.rules import RULES, SEVERITIES
 from tests import side_env
-from tests.test_legacy_oracle import ORACLE_PYTHON, require_oracle_python
+from tests.parity.test_legacy_oracle import ORACLE_PYTHON, require_oracle_python
 from tests.tolerance import assert_close, assert_identical
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "migrate_corpus"
 RUN_TIMEOUT_S = 600  # each program needs seconds; the margin is for a loaded CI machine
 
@@ -65,7 +65,7 @@ def run(python, script, cwd, report=None):
 
 def migrate_json(*args):
     """The command line's exit status and JSON report, run in this process (a subprocess
-    would import jax again for each call; tests/test_migrate.py runs the real command)."""
+    would import jax again for each call; tests/tools/test_migrate.py runs the real command)."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         code = main([*map(str, args), "--format", "json"])

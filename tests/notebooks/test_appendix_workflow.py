@@ -203,7 +203,7 @@ def test_this_repositorys_workflows_report_nbval_whatever_ran_before_it():
                     assert "!cancelled()" in step.get("if", ""), (path.name, step["name"])
     assert found >= 1
     # make test runs the hygiene check and strict nbval in one pytest run: one never hides the
-    # other. And the reference test needs the whole history (tests/test_references.py).
+    # other. And the reference test needs the whole history (tests/notebooks/test_references.py).
     tests = yaml.safe_load((REPO_ROOT / ".github" / "workflows" / "tests.yml").read_text())
     (checkout,) = [s for s in tests["jobs"]["test"]["steps"] if "checkout" in s.get("uses", "")]
     assert checkout["with"]["fetch-depth"] == 0
@@ -299,7 +299,7 @@ def git(*args: str, cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess:
 
 def test_the_pinned_commit_holds_the_hook_and_the_tool_these_tests_run():
     # What a reader downloads or pre-commit checks out at the pin is what is tested here. A
-    # change to either file needs a new pin, in a later commit (tests/test_references.py checks
+    # change to either file needs a new pin, in a later commit (tests/notebooks/test_references.py checks
     # that the pin is a commit of main).
     pin = C["PIN"]
     assert re.fullmatch(r"[0-9a-f]{40}", pin), pin

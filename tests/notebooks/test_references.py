@@ -219,7 +219,7 @@ def test_a_shallow_clone_fails_these_checks_and_says_why(history, tmp_path):
     )
     assert done.returncode == 0, done.stderr
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests/test_references.py", "-k", "not shallow"]
+        [sys.executable, "-m", "pytest", "tests/notebooks/test_references.py", "-k", "not shallow"]
         + ["-q", "-rfE", "-p", "no:cacheprovider", "--color=no"],
         cwd=clone,
         capture_output=True,

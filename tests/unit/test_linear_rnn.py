@@ -5,7 +5,7 @@ The two modes must agree, in values and gradients, with every option of ``RNN`` 
 ``seq_lengths`` with zeros, ``reverse``, ``initial_carry``, chunks fed through the carry), in
 ``Bidirectional`` too; and both must agree with the papers' equations, written here again as a
 plain loop that shares no code with rnnlib. The RG-LRU's outside oracle, recurrentgemma's own
-layer, is ``tests/test_rglru_oracle.py``.
+layer, is ``tests/parity/test_rglru_oracle.py``.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from rnnlib import legacy
 from rnnlib.migrate import main
 from tests.tolerance import assert_identical
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "migrate_corpus"
 RUN_TIMEOUT_S = 600  # each program needs seconds; the margin is for a loaded CI machine
 
@@ -99,7 +99,7 @@ EXPECTED = {
     NEW_API: [],
     # A current-API scan wrapper shaped like JaxMARL's ScannedRNN: no advice either.
     "scan_current_api.py": [],
-    # One program per idiom real code used (tests/test_migrate_idioms.py runs them).
+    # One program per idiom real code used (tests/tools/test_migrate_idioms.py runs them).
     "scan_inline.py": [
         (None, "MIG001", "nn.GRUCell.initialize_carry(", 0, True),
         (None, "MIG003", "nn.scan(", 0, True),
@@ -137,7 +137,7 @@ EXPECTED = {
         (None, "MIG003", "scan(name", 0, True),
         (None, "MIG001", "nn.LSTMCell.initialize_carry(", 1, True),
     ],
-    # Issue 42's cases (tests/test_migrate_cases.py runs them).
+    # Issue 42's cases (tests/tools/test_migrate_cases.py runs them).
     "stacked_cells.py": [
         (None, "MIG003", "nn.LSTMCell(name", 0, False),
         (None, "MIG008", "cell.initialize_carry(key", 0, False),

@@ -48,7 +48,7 @@ def test_coefficients_that_do_not_read_x_scan_over_time_as_the_loop_does():
 
 @pytest.mark.parametrize("plan", [SEQUENTIAL, ASSOCIATIVE], ids=["loop", "scan"])
 def test_traced_seq_lengths_outside_zero_to_time_are_clamped_in_loop_and_scan(plan):
-    # Eagerly such lengths are a ValueError (tests/test_errors.py); under jit nothing can
+    # Eagerly such lengths are a ValueError (tests/unit/test_errors.py); under jit nothing can
     # be refused, and the scan used to give a NaN carry for a length past the end.
     rnn = RNN(MinGRUCell(4), plan=plan, return_carry=True)
     x = jax.random.normal(jax.random.key(1), (3, 5, 2))

@@ -15,7 +15,7 @@ from rnnlib.recurrent_dropout import RecurrentDropoutCell
 from rnnlib.stacked import StackedRNN
 from tests import tolerance
 from tests.parity_helpers import random_array, random_like, sequence_lengths
-from tests.test_dropout import SAME_KEY_EVERY_STEP, LinenRecurrentDropout
+from tests.unit.test_dropout import SAME_KEY_EVERY_STEP, LinenRecurrentDropout
 
 KEY = jax.random.key(0)
 RNGS = {"dropout": jax.random.key(42)}
