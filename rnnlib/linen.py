@@ -210,8 +210,8 @@ class StackedRNN(nn.Module):
         deterministic: ``True`` for no dropout; here or at call time, not both.
 
     The call takes ``inputs`` ``(*batch, time, channels)``, ``deterministic``,
-    ``seq_lengths``, ``initial_carry`` (one per layer) and ``return_carry``, as
-    ``rnnlib.StackedRNN``'s ``apply``; the dropout key is drawn from the ``'dropout'`` stream
+    ``seq_lengths``, ``resets`` (to every layer), ``initial_carry`` (one per layer) and
+    ``return_carry``, as ``rnnlib.StackedRNN``'s ``apply``; the dropout key is drawn from the ``'dropout'`` stream
     only when something drops.
     """
 

@@ -290,6 +290,19 @@ def test_stacked_rnn_in_a_model():
     assert shapes(grads) == shapes(variables)
 
 
+def test_the_linen_stack_passes_resets_to_every_layer():
+    # resets go through rnnlib.linen.StackedRNN to rnnlib.StackedRNN: after a reset the
+    # outputs are those of the stack run on the rest of the sequence alone.
+    x = jax.random.normal(jax.random.key(5), (2, 7, EMBED))
+    resets = jnp.zeros((2, 7), bool).at[:, 4].set(True)
+    layer = stack(deterministic=True)
+    variables = layer.init(jax.random.key(0), x)
+    y = layer.apply(variables, x, resets=resets)
+    fresh = layer.apply(variables, x[:, 4:])
+    close(y[:, 4:], fresh)
+    assert np.abs(y[:, 4:] - layer.apply(variables, x)[:, 4:]).max() > 1e-3
+
+
 def test_a_linen_cell_is_refused_with_a_clear_error():
     with pytest.raises(TypeError, match=r"rnnlib cell.*Flax cell flax\.linen.*LSTMCell"):
         rl.RNN(nn.LSTMCell(FEATURES))
