@@ -185,12 +185,13 @@ class RNN(Module):
         if seq_lengths is not None:
             xs = _finite_padding(xs, seq_lengths)
         lengths = seq_lengths if return_carry else None
-        plan = self.resolved_plan(
-            inputs,
-            seq_lengths=seq_lengths,
-            resets=resets,
-            return_carry=return_carry,
-            time_major=time_major,
+        # What resolved_plan(inputs, ...) returns, from the step shape already split off here.
+        plan = resolve(
+            self.plan,
+            self.cell,
+            step_shape,
+            seq_lengths=lengths is not None,
+            resets=resets is not None,
         )
         with jax.named_scope(f"RNN_{type(self.cell).__name__}"):
             carry, outputs = _scan(
