@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -57,9 +57,6 @@ class ConvLSTMCell(RNNCellBase):
     strides: Sequence[int] | None = None
     padding: Any = "SAME"
     use_bias: bool = True
-    dtype: Any = None
-    param_dtype: Any = jnp.float32
-    carry_init: Callable[..., Any] = jax.nn.initializers.zeros
 
     def __post_init__(self):
         super().__post_init__()

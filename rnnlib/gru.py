@@ -53,9 +53,6 @@ class GRUCell(RNNCellBase):
     kernel_init: Callable[..., Any] = jax.nn.initializers.lecun_normal()
     recurrent_kernel_init: Callable[..., Any] = orthogonal()
     bias_init: Callable[..., Any] = jax.nn.initializers.zeros
-    dtype: Any = None
-    param_dtype: Any = jnp.float32
-    carry_init: Callable[..., Any] = jax.nn.initializers.zeros
 
     def layers(self, input_shape):
         n_in, n = input_shape[-1], self.features
@@ -103,9 +100,6 @@ class MGUCell(RNNCellBase):
     recurrent_kernel_init: Callable[..., Any] = orthogonal()
     forget_bias_init: Callable[..., Any] = jax.nn.initializers.ones
     activation_bias_init: Callable[..., Any] = jax.nn.initializers.zeros
-    dtype: Any = None
-    param_dtype: Any = jnp.float32
-    carry_init: Callable[..., Any] = jax.nn.initializers.zeros
     reset_gate: bool = True
 
     def layers(self, input_shape):

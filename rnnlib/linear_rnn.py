@@ -51,6 +51,7 @@ class LinearCellBase(RNNCellBase):
     initial carry too, from ``initialize_carry``, whatever ``param_dtype`` says).
     """
 
+    linear_in_carry = True
     #: whether ``coefficients`` returns the logarithms of ``a_t`` and ``b_t``
     log_space = False
     #: the mode ``Plan()`` runs on a CPU, the one measured faster there for the cell
@@ -89,7 +90,7 @@ class _WithInput(Bound):
     """A bound linear cell: the layers' outputs and, last, the step's input itself."""
 
     def inputs(self, x, bias: bool = True):
-        (x,) = linear.promote(x, dtype=getattr(self.cell, "dtype", None))
+        (x,) = linear.promote(x, dtype=self.cell.dtype)
         return [*super().inputs(x, bias), x]
 
     def named(self, x_outs, h_outs, constants=None) -> dict:
@@ -165,7 +166,7 @@ def associative(bound: Bound, carry, xs, seq_lengths=None, resets=None):
     come back in the step's dtype. Raises a ``TypeError`` for a cell that is not linear in its
     carry.
     """
-    cell = bound.cell
+    cell = bound.cell.inner  # the linear cell, a wrapper's too
     _check_linear(cell, bound, carry)
     a, dtype = _widened(cell, bound.named(bound.inputs(xs), []))
     a_t, b_t = cell.coefficients(a)
@@ -174,7 +175,7 @@ def associative(bound: Bound, carry, xs, seq_lengths=None, resets=None):
     steps = jax.tree_util.tree_leaves(xs)[0].shape[0]
     shape = jnp.broadcast_shapes(jnp.shape(a_t), jnp.shape(b_t), (steps, *jnp.shape(carry)))
     a_t, b_t = jnp.broadcast_to(a_t, shape), jnp.broadcast_to(b_t, shape)
-    log_space = getattr(cell, "log_space", False)
+    log_space = cell.log_space
     rule = log_combine if log_space else combine
     if resets is None:
         prefix_a, prefix_b = lax.associative_scan(rule, (a_t, b_t))
@@ -196,7 +197,7 @@ def associative(bound: Bound, carry, xs, seq_lengths=None, resets=None):
 
 def _check_linear(cell, bound: Bound, carry):
     run_it = "Run it step by step with Plan(scan='sequential'), or with the default Plan()."
-    if not callable(getattr(cell, "coefficients", None)):
+    if not isinstance(cell, LinearCellBase):
         raise TypeError(
             f"Plan(scan='associative') runs a cell whose step is linear in its carry, "
             f"h' = a_t * h + b_t, as one jax.lax.associative_scan; {describe(cell)} is not "

@@ -57,9 +57,6 @@ class LSTMCell(RNNCellBase):
     kernel_init: Callable[..., Any] = jax.nn.initializers.lecun_normal()
     recurrent_kernel_init: Callable[..., Any] = orthogonal()
     bias_init: Callable[..., Any] = jax.nn.initializers.zeros
-    dtype: Any = None
-    param_dtype: Any = jnp.float32
-    carry_init: Callable[..., Any] = jax.nn.initializers.zeros
 
     def initialize_carry(self, rng, input_shape):
         """``(c, h)``, each ``(*batch, features)`` for inputs ``(*batch, channels)``;

@@ -74,9 +74,6 @@ class MinGRUCell(LinearCellBase):
     features: int
     kernel_init: Callable[..., Any] = jax.nn.initializers.lecun_normal()
     bias_init: Callable[..., Any] = jax.nn.initializers.zeros
-    dtype: Any = None
-    param_dtype: Any = jnp.float32
-    carry_init: Callable[..., Any] = jax.nn.initializers.zeros
     gate_bias_init: Callable[..., Any] | None = None
 
     log_space = True
@@ -129,9 +126,6 @@ class MinLSTMCell(LinearCellBase):
     features: int
     kernel_init: Callable[..., Any] = jax.nn.initializers.lecun_normal()
     bias_init: Callable[..., Any] = jax.nn.initializers.zeros
-    dtype: Any = None
-    param_dtype: Any = jnp.float32
-    carry_init: Callable[..., Any] = jax.nn.initializers.zeros
 
     log_space = True
 

@@ -87,7 +87,10 @@ def describe(module) -> str:
         return f"{family}{'.' if own else ' module '}{_describe_flax(module)}"
     if not dataclasses.is_dataclass(module) or type(module).__repr__ is not Module.__repr__:
         return repr(module) if dataclasses.is_dataclass(module) else type(module).__name__
-    fields = [(f.name, getattr(module, f.name), f.default) for f in dataclasses.fields(module)]
+    arguments = sorted(
+        (f for f in dataclasses.fields(module) if f.init), key=lambda f: f.kw_only is True
+    )  # in the order the constructor takes them
+    fields = [(f.name, getattr(module, f.name), f.default) for f in arguments]
     shown = [
         f"{n}={_short(v)}"
         for n, v, d in fields

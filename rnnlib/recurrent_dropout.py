@@ -26,6 +26,7 @@ takes no ``rngs``, and silently running without dropout would hide the mistake.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import jax
@@ -73,6 +74,10 @@ class RecurrentDropoutCell(RNNCellBase):
     cell: RNNCellBase
     recurrent_rate: float = 0.0
     input_rate: float = 0.0
+    # The wrapped cell's, not set here: copied from it, so they always say what runs.
+    dtype: object = dataclasses.field(default=None, init=False)
+    param_dtype: object = dataclasses.field(default=None, init=False)
+    carry_init: object = dataclasses.field(default=None, init=False)
 
     def __post_init__(self):
         if not isinstance(self.cell, RNNCellBase):
@@ -83,8 +88,17 @@ class RecurrentDropoutCell(RNNCellBase):
             )
         check_rate(self, "recurrent_rate", self.recurrent_rate)
         check_rate(self, "input_rate", self.input_rate)
+        _copy_configuration(self, self.cell)
 
     # -- what RNN needs, delegated to the wrapped cell --------------------------------
+
+    @property
+    def inner(self) -> RNNCellBase:
+        return self.cell.inner
+
+    @property
+    def features(self):
+        return self.cell.features
 
     @property
     def num_feature_axes(self) -> int:
@@ -113,19 +127,6 @@ class RecurrentDropoutCell(RNNCellBase):
             "for masks drawn once, or cell.with_masks() for none (evaluation)."
         )
 
-    def _wrapped(name):  # a linear cell's attribute, for the associative scan
-        def get(self):
-            if not callable(getattr(self.cell, "coefficients", None)):
-                raise AttributeError(name)
-            return getattr(self.cell, name)
-
-        return property(get)
-
-    coefficients = _wrapped("coefficients")
-    log_space = _wrapped("log_space")
-    scan_on_cpu = _wrapped("scan_on_cpu")
-    del _wrapped
-
     # -- masks ------------------------------------------------------------------------
 
     def draw_masks(self, key, input_shape: Sequence[int], path: Sequence[str | int] = ()):
@@ -153,7 +154,7 @@ class RecurrentDropoutCell(RNNCellBase):
         if self.recurrent_rate == 0:
             return
         layers = self.cell.layers(tuple(input_shape)).values()
-        if not any(getattr(la, "reads", None) == "h" for la in layers):
+        if not any(not isinstance(la, linear.Param) and la.reads == "h" for la in layers):
             raise ValueError(
                 f"{describe(self)} drops h where the cell's layers read it, but none of "
                 f"{describe(self.cell)}'s layers reads 'h' (a linear cell's gates read "
@@ -178,9 +179,23 @@ class _MaskedCell(RNNCellBase, eq=False):
     dropout: RecurrentDropoutCell
     recurrent_mask: object = None
     input_mask: object = None
+    dtype: object = dataclasses.field(default=None, init=False)
+    param_dtype: object = dataclasses.field(default=None, init=False)
+    carry_init: object = dataclasses.field(default=None, init=False)
+
+    def __post_init__(self):
+        _copy_configuration(self, self.dropout)
 
     def __repr__(self) -> str:
         return f"{describe(self.dropout)} (with masks)"
+
+    @property
+    def inner(self) -> RNNCellBase:
+        return self.dropout.inner
+
+    @property
+    def features(self):
+        return self.dropout.features
 
     @property
     def num_feature_axes(self) -> int:
@@ -234,19 +249,11 @@ class _MaskedCell(RNNCellBase, eq=False):
                 "this batch: cell.draw_masks(key, step_shape) with this input's step shape."
             )
 
-    # A linear cell stays one: the associative scan reads these (absent for other cells).
 
-    @property
-    def coefficients(self):
-        return self.dropout.coefficients
-
-    @property
-    def log_space(self):
-        return self.dropout.log_space
-
-    @property
-    def scan_on_cpu(self):
-        return self.dropout.scan_on_cpu
+def _copy_configuration(wrapper, cell) -> None:
+    """Sets ``wrapper``'s ``dtype``, ``param_dtype`` and ``carry_init`` to ``cell``'s."""
+    for name in ("dtype", "param_dtype", "carry_init"):
+        object.__setattr__(wrapper, name, getattr(cell, name))
 
 
 class _InputDropped:
@@ -271,8 +278,7 @@ class _InputDropped:
         return self.inner.inputs(x, bias)
 
     def outputs(self, carry, x_outs) -> dict:
-        dtype = getattr(self.cell.dropout.cell, "dtype", None)
-        h_outs = linear.run(self.h_groups, self.cell.hidden(carry), dtype)
+        h_outs = linear.run(self.h_groups, self.cell.hidden(carry), self.cell.inner.dtype)
         return self.named(x_outs, h_outs)
 
     def named(self, x_outs, h_outs, constants=None) -> dict:

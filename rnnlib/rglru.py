@@ -128,9 +128,6 @@ class RGLRUCell(LinearCellBase):
     kernel_init: Callable[..., Any] = jax.nn.initializers.variance_scaling(1.0, "fan_in", "normal")
     bias_init: Callable[..., Any] = jax.nn.initializers.zeros
     a_param_init: Callable[..., Any] = ring_init(0.9, 0.999)
-    dtype: Any = None
-    param_dtype: Any = jnp.float32
-    carry_init: Callable[..., Any] = jax.nn.initializers.zeros
 
     # Its gates are block-diagonal maps of x: run step by step they are many small operations per
     # step, and on a CPU the scan measured faster at every length and width benchmarked.

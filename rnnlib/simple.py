@@ -47,9 +47,6 @@ class SimpleCell(RNNCellBase):
     kernel_init: Callable[..., Any] = jax.nn.initializers.lecun_normal()
     recurrent_kernel_init: Callable[..., Any] = orthogonal()
     bias_init: Callable[..., Any] = jax.nn.initializers.zeros
-    dtype: Any = None
-    param_dtype: Any = jnp.float32
-    carry_init: Callable[..., Any] = jax.nn.initializers.zeros
     residual: bool = False
 
     def layers(self, input_shape):

@@ -336,7 +336,10 @@ def test_the_rnnlib_base_class_names_every_hook_a_cell_must_write():
 
     cell = Bare()
     for call, words in [
-        (lambda: cell.initialize_carry(None, (2, 3)), "Bare does not define initialize_carry"),
+        (
+            lambda: cell.initialize_carry(None, (2, 3)),
+            "Bare has no features field and does not define initialize_carry",
+        ),
         (lambda: cell.create_params(None, (2, 3)), "Bare does not define layers"),
         (lambda: cell.update(None, {}), "Bare does not define update"),
     ]:
