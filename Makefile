@@ -115,9 +115,11 @@ test-lowest: $(LOWEST)/.stamp
 
 # Every chapter, top to bottom, on the floor versions (outputs not compared). Each test is a
 # whole chapter in its own kernel, so the chapters are shared out one by one (--dist load):
-# loadscope would keep the whole module, every chapter, on one worker.
+# loadscope would keep the whole module, every chapter, on one worker. Then, on the floor's
+# JAX, the resolved plan says why the whole-sequence gradient rule is off there.
 test-floor: $(FLOOR)/.stamp
 	$(FLOOR)/bin/python -m pytest -n 2 --dist load tests/notebooks/test_chapters_floor.py
+	$(FLOOR)/bin/python -m pytest -q tests/unit/test_plan_resolved.py -k "transpose or note"
 
 # The tests that compare two orders of arithmetic, again under each XLA CPU setting of
 # tests/arithmetic.py (CONTRIBUTING, "Orders of arithmetic"): about 8 minutes a setting.

@@ -20,7 +20,6 @@ from jax.custom_derivatives import SymbolicZero
 from rnnlib import linear
 from rnnlib.cell_base import RNNCellBase
 from rnnlib.module import describe
-from rnnlib.recurrent_dropout import RecurrentDropoutCell, _MaskedCell
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,17 +39,25 @@ class Plan:
             which runs the layers on every step at once (``hoist_inputs`` is then ``True``).
 
     ``resolve`` returns the program that runs, every field filled in; ``RNN.resolved_plan``
-    gives it for one call.
+    gives it for one call. Where a field left ``None`` could not take the choice that pays (the
+    whole-sequence rule on a JAX that cannot transpose it, or with ``seq_lengths``), the
+    resolved plan's ``note`` says why; it takes no part in comparing plans.
     """
 
     hoist_inputs: bool | None = None
     join_layers: bool | None = None
     kernel_gradients_after_loop: bool | None = None
     scan: str | None = None
+    note: str = dataclasses.field(default="", compare=False, kw_only=True)
+
+    def __repr__(self) -> str:  # the note only where there is one
+        fields = [f for f in dataclasses.fields(self) if f.name != "note" or self.note]
+        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields)
+        return f"Plan({shown})"
 
     def __post_init__(self):
-        for name, value in vars(self).items():
-            if name != "scan" and value is not None and not isinstance(value, bool):
+        for name in ("hoist_inputs", "join_layers", "kernel_gradients_after_loop"):
+            if (value := getattr(self, name)) is not None and not isinstance(value, bool):
                 raise TypeError(f"Plan expects {name} to be True, False or None; got {value!r}.")
         if (scan := self.scan) not in (None, "sequential", "associative"):
             error = ValueError if isinstance(scan, str) else TypeError
@@ -66,13 +73,6 @@ def _backend() -> str:
     return jax.default_backend()
 
 
-def _measured(cell: RNNCellBase):
-    """The cell whose matmuls ``cell`` runs: a recurrent-dropout wrapper runs the wrapped cell's."""
-    if isinstance(cell, _MaskedCell):
-        cell = cell.dropout
-    return cell.cell if isinstance(cell, RecurrentDropoutCell) else cell
-
-
 def resolve(plan: Plan, cell: RNNCellBase, step_shape, *, seq_lengths=False, resets=False) -> Plan:
     """The program ``RNN`` runs, field for field: ``plan`` with every ``None`` chosen from the
     backend, the cell and one step's input shape.
@@ -83,11 +83,12 @@ def resolve(plan: Plan, cell: RNNCellBase, step_shape, *, seq_lengths=False, res
     the inputs in the loop, ``hoist_inputs=False`` runs a linear cell step by step), or refused
     with a ``ValueError`` that says why it cannot run.
     """
-    linear_cell = callable(getattr(cell, "coefficients", None))
+    measured = cell.inner  # the cell whose layers run, a wrapper's too
+    linear_cell = measured.linear_in_carry
     cpu = _backend() == "cpu"
     scan = plan.scan
     if scan is None:
-        on_cpu = getattr(cell, "scan_on_cpu", "sequential")  # a linear cell's faster mode there
+        on_cpu = measured.scan_on_cpu if linear_cell else "sequential"
         scan = (on_cpu if cpu else "associative") if linear_cell else "sequential"
         scan = "sequential" if plan.hoist_inputs is False else scan
     if scan == "associative":
@@ -102,17 +103,19 @@ def resolve(plan: Plan, cell: RNNCellBase, step_shape, *, seq_lengths=False, res
     def slow(bands):  # on XLA:CPU, inside one of the bands measured for this cell
         return cpu and any(r0 <= rows <= r1 and f0 < width <= f1 for r0, r1, f0, f1 in bands)
 
-    measured = _measured(cell)
     join = not slow(measured.cpu_slow_when_joined) if plan.join_layers is None else plan.join_layers
+    why = _why_not_the_rule(linear_cell, hoist, seq_lengths, resets)
+    note = ""
     if rule is None:
         rule = cpu and not slow(measured.cpu_slow_after_loop)
-        rule = rule and _why_not_the_rule(linear_cell, hoist, seq_lengths, resets) is None
-    elif rule and (why := _why_not_the_rule(linear_cell, hoist, seq_lengths, resets)):
+        if rule and why:  # it would pay here, but cannot run
+            rule, note = False, f"kernel_gradients_after_loop is False: {why}"
+    elif rule and why:
         raise ValueError(
             f"Plan(kernel_gradients_after_loop=True) cannot run for {describe(cell)}: {why}. "
             "Leave it None for RNN to choose, or pass False for JAX's own derivatives."
         )
-    return Plan(hoist, join, rule, "sequential")
+    return Plan(hoist, join, rule, "sequential", note=note)
 
 
 def _associative(plan: Plan) -> Plan:
@@ -159,9 +162,7 @@ def _why_not_the_rule(linear_cell: bool, hoist: bool, seq_lengths: bool, resets:
         ),
     ]
     why = next((reason for applies, reason in reasons if applies), None)
-    if why is None and not jax_differentiates_sequence():
-        why = f"this JAX ({jax.__version__}) cannot transpose the rule"
-    return why
+    return why or _jax_cannot_run_the_rule()
 
 
 def sequence(cell: RNNCellBase, params, carry, xs, step_shape, join: bool, unroll: int = 1):
@@ -183,17 +184,18 @@ _SAVED = {lax.logistic_p, lax.tanh_p, lax.exp_p, lax.log_p, lax.log1p_p, lax.exp
 def _sequence_jvp(how, primals, tangents):
     cell, step_shape, _, unroll = how
     (params, carry, xs), (dparams, dcarry, dxs) = primals, tangents
-    dtype = getattr(cell, "dtype", None)
+    dtype = cell.inner.dtype
     bound = cell.bind(params, step_shape, join=True)
     update = jax.checkpoint(cell.update, policy=lambda primitive, *_, **__: primitive in _SAVED)
-    tree, sums = {}, _sums(bound, carry, xs)
+    sums = _sums(bound, carry, xs)
 
     def forward(carry, x):
         h, a = cell.hidden(carry), bound.outputs(carry, bound.inputs(x))
         summed = {n: a.pop(n) for n in sums}  # their tangents enter with their partners'
         (carry, y), tangent = jax.linearize(lambda c, a: update(c, {**a, **summed}), carry, a)
-        saved, tree["tangent"] = jax.tree_util.tree_flatten(tangent)
-        return carry, (y, h, [None if s is h else s for s in saved])  # h is stacked once
+        # The linear map is a pytree (jax.tree_util.Partial) of the step's saved arrays, which
+        # scan stacks like any output; h, saved already, is left out of it as a None.
+        return carry, (y, h, jax.tree_util.tree_map(lambda s: None if s is h else s, tangent))
 
     final, (ys, hs, saved) = lax.scan(forward, carry, xs, unroll=unroll)
     # The tangents that do not come from the step before, one matmul per group over all steps: a
@@ -212,8 +214,9 @@ def _sequence_jvp(how, primals, tangents):
         dx_t, dh_t, h_t, saved_t = t
         dh = linear.run(bound.h_groups, cell.hidden(dcarry), dtype, bias=False)
         a = loop.named(dx_t, [d + e for d, e in zip(dh, dh_t)], dbound.constants)
-        saved_t = [h_t if s is None else s for s in saved_t]
-        return jax.tree_util.tree_unflatten(tree["tangent"], saved_t)(dcarry, a)
+        is_h = lambda s: s is None  # noqa: E731
+        tangent = jax.tree_util.tree_map(lambda s: h_t if is_h(s) else s, saved_t, is_leaf=is_h)
+        return tangent(dcarry, a)
 
     streams = (dx_outs, _streams(bound.h_groups, dh)[1], hs, saved)
     dfinal, dys = lax.scan(tangent_step, _instantiate(dcarry, carry), streams, unroll=unroll)
@@ -263,9 +266,15 @@ class _Probe(RNNCellBase):  # the smallest cell with a layer on h
         return a["h"] * h, h
 
 
+#: The oldest JAX the rule is tested to run on (the book's pinned version); older ones may not.
+TESTED_JAX = (0, 10, 2)
+
+
 @functools.cache
-def jax_differentiates_sequence() -> bool:
-    """Whether this JAX can transpose ``sequence``'s rule (older ones fail): a tiny trace."""
+def _jax_cannot_run_the_rule() -> str | None:
+    """Why this JAX cannot transpose ``sequence``'s rule (jax 0.4.30 and 0.8.1 cannot), from a
+    tiny trace, or ``None`` where it can. On a JAX at or above ``TESTED_JAX`` a failure is a
+    bug, raised rather than turned off unseen."""
 
     def loss(kernel):
         xs, h = jnp.ones((3, 1, 1)), jnp.zeros((1, 2))
@@ -273,6 +282,17 @@ def jax_differentiates_sequence() -> bool:
 
     try:
         jax.eval_shape(jax.grad(loss), jax.ShapeDtypeStruct((2, 2), jnp.float32))
-    except (AssertionError, TypeError):  # what jax 0.4.30 and 0.8.1 raise there
-        return False
-    return True
+    except Exception as error:
+        if jax.__version_info__ >= TESTED_JAX:
+            raise RuntimeError(
+                f"rnnlib's whole-sequence gradient rule fails on JAX {jax.__version__}, a "
+                f"version it is tested to run on ({type(error).__name__}: {error}); please "
+                "report it. Plan(kernel_gradients_after_loop=False) runs without the rule."
+            ) from error
+        return f"this JAX ({jax.__version__}) cannot transpose the rule ({type(error).__name__})"
+    return None
+
+
+def jax_differentiates_sequence() -> bool:
+    """Whether this JAX can transpose ``sequence``'s rule (older ones cannot)."""
+    return _jax_cannot_run_the_rule() is None

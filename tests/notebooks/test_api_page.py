@@ -39,7 +39,13 @@ def written_parameters(signature: str) -> list[tuple[str, ast.expr | None]]:
     arguments = ast.parse(f"def f({signature}): pass").body[0].args
     names = [arg.arg for arg in arguments.args]
     defaults = [None] * (len(names) - len(arguments.defaults)) + list(arguments.defaults)
-    return list(zip(names, defaults))
+    keyword = [arg.arg for arg in arguments.kwonlyargs]  # after the page's "*"
+    return list(zip(names + keyword, defaults + list(arguments.kw_defaults)))
+
+
+def written_keyword_only(signature: str) -> set[str]:
+    """The parameters the page writes after ``*``: keyword-only."""
+    return {arg.arg for arg in ast.parse(f"def f({signature}): pass").body[0].args.kwonlyargs}
 
 
 def same_default(written: ast.expr, actual, module) -> bool:
@@ -78,11 +84,14 @@ def test_the_page_signs_the_cells_of_rnnlib_and_of_legacy():
 def test_a_written_signature_matches_the_class_fields_and_defaults(dotted, signature):
     cls = resolve(dotted)
     fields = [field for field in dataclasses.fields(cls) if field.init]
+    fields.sort(key=lambda field: field.kw_only is True)  # the constructor's order
     written = written_parameters(signature)
     assert [name for name, _ in written] == [field.name for field in fields], (
         f"{dotted}: the page lists {[name for name, _ in written]}, "
         f"the class's fields are {[field.name for field in fields]}"
     )
+    keyword_only = {field.name for field in fields if field.kw_only is True}
+    assert written_keyword_only(signature) == keyword_only, f"{dotted}: keyword-only fields"
     module = importlib.import_module(cls.__module__)
     for (name, default), field in zip(written, fields):
         has_default = field.default is not dataclasses.MISSING

@@ -151,8 +151,10 @@ def _check(cell_id, plan_id, call_id):
         with pytest.raises(ValueError, match=re.escape(str(error))):
             rnn.apply(variables, x, **call)
         return "refused"
-    assert None not in vars(resolved).values()
-    for field, value in vars(plan).items():
+    choices = ("hoist_inputs", "join_layers", "kernel_gradients_after_loop", "scan")
+    assert None not in [getattr(resolved, field) for field in choices]
+    for field in choices:
+        value = getattr(plan, field)
         assert value is None or getattr(resolved, field) == value, (field, plan, resolved)
     ran = _program(lambda v, x: rnn.apply(v, x, **call), variables, x)
     assert ran == _expected(resolved, cell, (BATCH, FEATURES)), (resolved, call_id)
@@ -236,10 +238,25 @@ def test_on_a_jax_that_cannot_transpose_the_rule_an_explicit_rule_names_the_vers
     rnn = RNN(rnnlib.GRUCell(4), plan=Plan(kernel_gradients_after_loop=True))
     with _raises(ValueError, "cannot run for", f"this JAX ({jax.__version__})"):
         rnn.resolved_plan(jnp.ones((2, 3, 4)))
-    assert (
-        RNN(rnnlib.GRUCell(4)).resolved_plan(jnp.ones((2, 3, 4))).kernel_gradients_after_loop
-        is False
-    )
+    assert jax.__version_info__ < rnnlib.plan.TESTED_JAX  # never turned off on a tested JAX
+
+
+@mock.patch("rnnlib.plan._backend", lambda: "cpu")  # where the rule is a default
+def test_the_resolved_plan_notes_why_the_rule_that_would_pay_is_off():
+    x = jnp.ones((2, 3, 4))
+    rnn = RNN(rnnlib.GRUCell(4), return_carry=True)
+    if jax_differentiates_sequence():
+        assert rnn.resolved_plan(x).kernel_gradients_after_loop is True
+        assert rnn.resolved_plan(x).note == ""
+    else:  # an old JAX: the plan says so instead of turning the rule off unseen
+        plan = rnn.resolved_plan(x)
+        assert plan.kernel_gradients_after_loop is False
+        assert f"this JAX ({jax.__version__}) cannot transpose the rule" in plan.note
+        assert "note=" in repr(plan)
+    plan = rnn.resolved_plan(x, seq_lengths=jnp.array([1, 3]))
+    assert plan.kernel_gradients_after_loop is False
+    assert plan.note.startswith("kernel_gradients_after_loop is False: with seq_lengths")
+    assert plan == Plan(False, True, False, "sequential")  # the note is not compared
 
 
 @pytest.mark.parametrize(
