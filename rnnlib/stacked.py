@@ -177,8 +177,10 @@ class StackedRNN(Module):
         x = jax.ShapeDtypeStruct(np.shape(inputs), jax.numpy.result_type(inputs))
         for index, (layer, layer_key) in enumerate(zip(self.layers, keys)):
             name = f"layers_{index}"
-            params[name] = layer._init(layer_key, x)
+            # Bound to no masks first: a Bidirectional's init runs its RNNs, and a recurrent
+            # dropout cell runs only bound (its parameters are the wrapped cell's either way).
             run = self._layer(index, layer, None, x.shape)
+            params[name] = run._init(layer_key, x)
             y = jax.eval_shape(lambda p, x, run=run: run._call(p, x), params[name], x)
             if self.residuals[index]:
                 self._check_residual(index, x.shape, y.shape)
@@ -255,8 +257,10 @@ class StackedRNN(Module):
             return _bind(layer, key, in_shape, layer.time_major, (name, "cell"))
         if layer.shares_parameters:
             raise ValueError(
-                f"{self._short}: layer {index} shares one RecurrentDropoutCell between its "
-                "two directions; give each direction its own cell."
+                f"{self._short}: layer {index}, a Bidirectional, runs one RecurrentDropoutCell, "
+                f"{describe(layer.forward_rnn.cell)}, in both directions, which then share its "
+                "parameters; each direction draws its own masks, so it needs a cell of its "
+                "own: Bidirectional(RNN(RecurrentDropoutCell(...)), RNN(RecurrentDropoutCell(...)))."
             )
         time_major = layer.time_major
         forward = _bind(layer.forward_rnn, key, in_shape, time_major, (name, "forward_rnn", "cell"))

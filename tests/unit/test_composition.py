@@ -1,5 +1,6 @@
 """Every wrapper with every cell under every plan: it runs, it is finite, and every plan
-gives the same numbers (a plan says how a program runs, never what it computes)."""
+gives the same numbers and the same gradients (a plan says how a program runs, never what it
+computes)."""
 
 import jax
 import jax.numpy as jnp
@@ -11,10 +12,12 @@ from rnnlib import (
     GRUCell,
     LSTMCell,
     MinGRUCell,
+    MinLSTMCell,
     Plan,
     RecurrentDropoutCell,
     RGLRUCell,
     RNNCellBase,
+    SimpleCell,
     StackedRNN,
 )
 from rnnlib.linear import Dense
@@ -25,8 +28,9 @@ FEATURES = 4
 X = jax.random.normal(jax.random.key(1), (2, 5, FEATURES))
 RNGS = {"dropout": jax.random.key(2)}
 # Terms summed into one output: up to two layers of 5 steps, each a sum over the input,
-# the carry and a bias.
+# the carry and a bias; a gradient sums that again over the batch and the steps.
 TERMS = 2 * 5 * (2 * FEATURES + 1)
+GRADIENT_TERMS = TERMS * 2 * 5
 
 
 class OwnCell(RNNCellBase):
@@ -47,13 +51,16 @@ class OwnCell(RNNCellBase):
 
 
 CELLS = {
+    "simple": SimpleCell(FEATURES),
     "lstm": LSTMCell(FEATURES),
     "gru": GRUCell(FEATURES),
     "own": OwnCell(FEATURES),
     "mingru": MinGRUCell(FEATURES),
+    "minlstm": MinLSTMCell(FEATURES),
     "rglru": RGLRUCell(FEATURES, num_heads=2),
 }
-LINEAR = {"mingru", "rglru"}
+LINEAR = {"mingru", "minlstm", "rglru"}
+WRAPPERS = ["rnn", "dropout", "stacked", "bidirectional", "stacked bidirectional dropout"]
 
 
 def _plans(name):
@@ -73,7 +80,10 @@ def _model(name, wrapper, plan):
         return StackedRNN((RNN(_dropout(cell, name), plan=plan),))
     if wrapper == "stacked":
         return StackedRNN((RNN(cell, plan=plan), RNN(cell, plan=plan)), dropout_rate=0.1)
-    return Bidirectional(RNN(cell, plan=plan), RNN(cell, plan=plan))
+    if wrapper == "bidirectional":
+        return Bidirectional(RNN(cell, plan=plan), RNN(cell, plan=plan))
+    forward, backward = (RNN(_dropout(cell, name), plan=plan) for _ in range(2))
+    return StackedRNN((Bidirectional(forward, backward),))
 
 
 def _run(model, variables):
@@ -82,16 +92,27 @@ def _run(model, variables):
     return model.apply(variables, X)
 
 
-@pytest.mark.parametrize("wrapper", ["rnn", "dropout", "stacked", "bidirectional"])
+def _outputs_and_gradients(model, variables):
+    def loss(variables):
+        y = _run(model, variables)
+        return jnp.mean(y**2), y
+
+    (_, y), grads = jax.jit(jax.value_and_grad(loss, has_aux=True))(variables)
+    return y, grads
+
+
+@pytest.mark.parametrize("wrapper", WRAPPERS)
 @pytest.mark.parametrize("name", list(CELLS))
 def test_every_wrapper_runs_every_cell_with_the_same_numbers_under_every_plan(name, wrapper):
     plans = _plans(name)
     variables = _model(name, wrapper, plans[0]).init(jax.random.key(0), X)
-    reference = _run(_model(name, wrapper, REFERENCE), variables)
+    reference, reference_grads = _outputs_and_gradients(_model(name, wrapper, REFERENCE), variables)
+    assert all(bool(jnp.isfinite(leaf).all()) for leaf in jax.tree.leaves(reference_grads))
     assert bool(jnp.isfinite(reference).all())
-    for plan in plans:
-        got = _run(_model(name, wrapper, plan), variables)
+    for plan in [p for p in plans if p != REFERENCE]:
+        got, grads = _outputs_and_gradients(_model(name, wrapper, plan), variables)
         tolerance.assert_close(got, reference, terms=TERMS, label=str(plan))
+        tolerance.assert_close(grads, reference_grads, terms=GRADIENT_TERMS, label=str(plan))
 
 
 @pytest.mark.parametrize("name", sorted(LINEAR))

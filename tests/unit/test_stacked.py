@@ -48,32 +48,36 @@ def _raises(exc, *fragments):
 
 def _twins(widths, *, kinds=None, rate=0.0, residual=(), recurrent=(0.0, 0.0), fixed=None):
     """The same stack in flax.linen and in rnnlib: layer i is an LSTM of widths[i], or a
-    bidirectional GRU pair of widths[i] // 2 each where kinds[i] == 'bi'.
+    bidirectional GRU pair of widths[i] // 2 each where kinds[i] == 'bi' (an LSTM pair where it
+    is 'bi-lstm'). Every LSTM (and GRU) gets the recurrent dropout ``recurrent`` asks for; a
+    GRU's differs from the linen wrapper's, which drops h in its carry path too.
 
     flax.linen's nn.RNN passes nothing but (carry, x) to its cell, so a linen cell that
     drops values takes deterministic as a field: ``fixed`` sets it."""
     kinds = kinds or ("rnn",) * len(widths)
 
-    def flax_rnn(features):
-        cell = nn.LSTMCell(features)
+    def flax_rnn(features, cell_type=nn.LSTMCell):
+        cell = cell_type(features)
         if recurrent != (0.0, 0.0):
             cell = LinenRecurrentDropout(cell, *recurrent, deterministic=bool(fixed))
             return nn.RNN(cell, split_rngs=SAME_KEY_EVERY_STEP)
         return nn.RNN(cell)
 
-    def rnnlib_rnn(features):
-        cell = LSTMCell(features)
+    def rnnlib_rnn(features, cell_type=LSTMCell):
+        cell = cell_type(features)
         if recurrent != (0.0, 0.0):
             cell = RecurrentDropoutCell(cell, *recurrent)
         return RNN(cell)
 
     flax_layers, layers = [], []
     for width, kind in zip(widths, kinds):
-        if kind == "bi":
+        if kind in ("bi", "bi-lstm"):
+            half = width // 2
+            flax_cell, cell = (nn.GRUCell, GRUCell) if kind == "bi" else (nn.LSTMCell, LSTMCell)
             flax_layers.append(
-                nn.Bidirectional(nn.RNN(nn.GRUCell(width // 2)), nn.RNN(nn.GRUCell(width // 2)))
+                nn.Bidirectional(flax_rnn(half, flax_cell), flax_rnn(half, flax_cell))
             )
-            layers.append(Bidirectional(RNN(GRUCell(width // 2)), RNN(GRUCell(width // 2))))
+            layers.append(Bidirectional(rnnlib_rnn(half, cell), rnnlib_rnn(half, cell)))
         else:
             flax_layers.append(flax_rnn(width))
             layers.append(rnnlib_rnn(width))
@@ -104,6 +108,9 @@ CASES = {
     "bidirectional-dropout": dict(widths=(6, 6, 4), kinds=("bi", "bi", "rnn"), rate=0.25),
     "residual-dropout": dict(widths=(6, 6, 6), rate=0.2, residual=(False, True, True)),
     "recurrent-dropout": dict(widths=(6, 4), rate=0.2, recurrent=(0.3, 0.2)),
+    "bidirectional-recurrent-dropout": dict(
+        widths=(6, 4), kinds=("bi-lstm", "rnn"), rate=0.2, recurrent=(0.3, 0.2)
+    ),
 }
 
 
@@ -199,6 +206,17 @@ def test_recurrent_dropout_alone_also_needs_the_key():
     variables = stack.init(KEY, x)
     with _raises(ValueError, "rngs={'dropout'"):
         stack.apply(variables, x, deterministic=False)
+
+
+def test_a_bidirectional_sharing_one_recurrent_dropout_cell_is_refused_at_init():
+    cell = RecurrentDropoutCell(LSTMCell(4), 0.3)
+    stack = StackedRNN((Bidirectional(RNN(cell), RNN(cell)),))
+    x = jnp.ones((2, TIME, 5))
+    with _raises(ValueError, "layer 0, a Bidirectional", "in both directions", "a cell of its own"):
+        stack.init(KEY, x)
+    own = StackedRNN((Bidirectional(RNN(cell), RNN(RecurrentDropoutCell(LSTMCell(4), 0.3))),))
+    variables = own.init(KEY, x)
+    assert own.apply(variables, x, deterministic=False, rngs=RNGS).shape == (2, TIME, 8)
 
 
 def test_residual_with_mismatched_widths_names_the_layer_and_both_widths():
