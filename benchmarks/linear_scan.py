@@ -4,11 +4,12 @@ Usage (from the repository root)::
 
     .venv/bin/python -m benchmarks.linear_scan            # T from 64 to 16,384 at two widths
     .venv/bin/python -m benchmarks.linear_scan --quick    # three lengths at one width, ~2 min
+    .venv/bin/python -m benchmarks.linear_scan --batches 8 16 32 64 --lengths 256 1024
 
 What it measures: the choice ``rnnlib.Plan(scan=...)`` makes for a cell whose step is linear in
 its carry (``rnnlib.LinearCellBase``), so that the plan's default on a backend is the faster
-one there. At each sequence length ``T`` and width ``H`` (batch ``B = 8``, input ``I = H``),
-forward and forward plus backward (``jax.grad`` of ``mean(outputs ** 2)`` with respect to the
+one there. At each sequence length ``T``, width ``H`` and batch ``B`` (8 unless ``--batches``
+names others; input ``I = H``), forward and forward plus backward (``jax.grad`` of ``mean(outputs ** 2)`` with respect to the
 parameters), all jitted, the contenders are:
 
 - ``minGRU:sequential``: ``RNN(MinGRUCell(H), plan=Plan(scan="sequential"))``, the loop with
@@ -25,9 +26,13 @@ parameters), all jitted, the contenders are:
   its carry costs at the same width.
 
 Each point is ``benchmarks.run``'s timing: one warm-up call each, then rotating rounds (at
-least ``--runs``, more for short calls), medians reported. Results go to
-``benchmarks/results/linear_scan.{json,md,png}`` (``linear_scan-quick`` for ``--quick``).
-Benchmarks are not tests: nothing here asserts a time.
+least ``--runs``, more for short calls), medians reported. Before that, each program's first
+call (trace, compile, run, of a program jitted afresh) is timed once, and reported over the
+reference's in the ``first call`` tables: one sample each, so read them for gaps of several
+times, not for a few percent (the A/A copy is left out there, as XLA may reuse the reference's
+compiled program). Results go to ``benchmarks/results/linear_scan.{json,md,png}``
+(``linear_scan-quick`` with ``--quick``, ``linear_scan-batches`` with ``--batches``,
+``linear_scan-batches-quick`` with both). Benchmarks are not tests: nothing here asserts a time.
 """
 
 from __future__ import annotations
@@ -47,7 +52,7 @@ from benchmarks.contenders import Contender, _loss_grad
 LENGTHS = (64, 256, 1024, 4096, 16384)
 WIDTHS = (32, 256)
 QUICK_LENGTHS, QUICK_WIDTHS = (64, 256, 1024), (32,)
-BATCH = 8
+BATCHES = (8,)
 MODES = ("forward", "train")
 REFERENCE = "minGRU:sequential"
 AGAIN = "minGRU:sequential:again"
@@ -78,28 +83,35 @@ def build(name: str, features: int, x) -> Contender:
     return Contender(name, jax.jit(apply), _loss_grad(apply), params)
 
 
-def measure(features: int, steps: int, runs: int, min_timed_s: float) -> dict:
-    """Every contender's timing at one point, per mode: ``{mode: {name: timing}}``."""
-    from benchmarks.run import timed_rounds
+def measure(features: int, steps: int, runs: int, min_timed_s: float, batch: int = 8) -> dict:
+    """Every contender's timing at one point, per mode: ``{mode: {name: timing}}``, each
+    timing with ``first_s``, its first call."""
+    from benchmarks.run import _timed, timed_rounds
 
-    x = jax.random.normal(jax.random.key(1), (BATCH, steps, features), jnp.float32)
+    x = jax.random.normal(jax.random.key(1), (batch, steps, features), jnp.float32)
     contenders = [build(name, features, x) for name in CONTENDERS]
-    return {
-        mode: timed_rounds(
-            {c.name: (getattr(c, mode), c.params) for c in contenders}, x, runs, min_timed_s
-        )
-        for mode in MODES
-    }
+    result = {}
+    for mode in MODES:
+        fns = {c.name: (getattr(c, mode), c.params) for c in contenders}
+        first = {name: _timed(fn, params, x) for name, (fn, params) in fns.items()}
+        result[mode] = timed_rounds(fns, x, runs, min_timed_s)
+        for name, timing in result[mode].items():
+            timing["first_s"] = first[name]
+    return result
 
 
 def ratios(result: dict) -> dict:
     """Per mode, each shown contender's median over ``minGRU:sequential``'s, the A/A ratio
-    (``aa``) and the reference's median in ms (``ms``)."""
+    (``aa``) and the reference's median in ms (``ms``); under ``first``, the same for the first
+    calls (``ms`` the reference's, no A/A)."""
     out = {}
     for mode, entry in result.items():
         reference = entry[REFERENCE]["median_s"]
         out[mode] = {name: entry[name]["median_s"] / reference for name in SHOWN}
         out[mode].update(aa=entry[AGAIN]["median_s"] / reference, ms=1e3 * reference)
+        first = entry[REFERENCE]["first_s"]
+        out[mode]["first"] = {name: entry[name]["first_s"] / first for name in SHOWN}
+        out[mode]["first"]["ms"] = 1e3 * first
     return out
 
 
@@ -109,24 +121,38 @@ def markdown(points: list[dict], header: str) -> str:
         "",
         header,
         "",
-        f"Batch {BATCH}, input width = H. Each entry is a median time over "
+        "Batch B, input width = H. Each entry is a median time over "
         f"`{REFERENCE}`'s at that point (below 1.0: faster); `{REFERENCE}` in ms; A/A: the same "
-        "program compiled again, over itself.",
+        "program compiled again, over itself. The first-call tables: one first call (trace, "
+        "compile, run) of each program over the reference's.",
         "",
     ]
+    names = " | ".join(f"`{n}`" for n in SHOWN)
     for mode in MODES:
         title = "forward + backward (jax.grad)" if mode == "train" else "forward"
         lines += [
             f"## {title}",
             "",
-            f"| H | T | `{REFERENCE}` (ms) | A/A | " + " | ".join(f"`{n}`" for n in SHOWN) + " |",
-            "|---:|---:|---:|---:|" + "---:|" * len(SHOWN),
+            f"| B | H | T | `{REFERENCE}` (ms) | A/A | {names} |",
+            "|---:|---:|---:|---:|---:|" + "---:|" * len(SHOWN),
         ]
         for point in points:
             r = point["ratios"][mode]
             shown = " | ".join(f"{r[name]:.2f}" for name in SHOWN)
+            where = f"| {point['B']} | {point['H']} | {point['T']} |"
+            lines.append(f"{where} {r['ms']:.2f} | {r['aa']:.2f} | {shown} |")
+        lines += [
+            "",
+            f"### {title}: first call",
+            "",
+            f"| B | H | T | `{REFERENCE}` (ms) | {names} |",
+            "|---:|---:|---:|---:|" + "---:|" * len(SHOWN),
+        ]
+        for point in points:
+            r = point["ratios"][mode]["first"]
+            shown = " | ".join(f"{r[name]:.2f}" for name in SHOWN)
             lines.append(
-                f"| {point['H']} | {point['T']} | {r['ms']:.2f} | {r['aa']:.2f} | {shown} |"
+                f"| {point['B']} | {point['H']} | {point['T']} | {r['ms']:.0f} | {shown} |"
             )
         lines.append("")
     return "\n".join(lines)
@@ -139,17 +165,19 @@ def plot(points: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    widths = sorted({p["H"] for p in points})
-    fig, axes = plt.subplots(len(MODES), len(widths), figsize=(4.5 * len(widths), 6.5),
+    panels = sorted({(p["B"], p["H"]) for p in points})
+    fig, axes = plt.subplots(len(MODES), len(panels), figsize=(4.5 * len(panels), 6.5),
                              squeeze=False)  # fmt: skip
     for row, mode in enumerate(MODES):
-        for col, features in enumerate(widths):
-            ax, mine = axes[row][col], [p for p in points if p["H"] == features]
+        for col, (batch, features) in enumerate(panels):
+            ax = axes[row][col]
+            mine = [p for p in points if (p["B"], p["H"]) == (batch, features)]
             steps = [p["T"] for p in mine]
             for name in (REFERENCE,) + SHOWN:
                 ms = [1e3 * p["result"][mode][name]["median_s"] for p in mine]
                 ax.plot(steps, ms, "o-", label=name, markersize=3)
-            title = f"H {features}, " + ("forward + backward" if mode == "train" else "forward")
+            kind = "forward + backward" if mode == "train" else "forward"
+            title = f"B {batch}, H {features}, {kind}"
             ax.set(xscale="log", yscale="log", xlabel="T", ylabel="ms", title=title)
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
@@ -164,6 +192,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     parser.add_argument("--lengths", type=int, nargs="+", help="override the sequence lengths")
     parser.add_argument("--widths", type=int, nargs="+", help="override the widths")
+    parser.add_argument("--batches", type=int, nargs="+", help="batch sizes (default: 8)")
     args = parser.parse_args(argv)
     if args.runs < 5:
         parser.error(f"--runs must be at least 5 for a meaningful median; got {args.runs}")
@@ -172,11 +201,13 @@ def main(argv=None) -> int:
     min_timed_s = 0.2 if args.quick else 1.0
     start = time.perf_counter()
     points = []
-    for features in widths:
-        for steps in lengths:
-            result = measure(features, steps, args.runs, min_timed_s)
-            points.append(dict(H=features, T=steps, result=result, ratios=ratios(result)))
-            print(f"H {features} T {steps}:", json.dumps(points[-1]["ratios"]), flush=True)
+    for batch in args.batches or BATCHES:
+        for features in widths:
+            for steps in lengths:
+                result = measure(features, steps, args.runs, min_timed_s, batch)
+                point = dict(B=batch, H=features, T=steps, result=result, ratios=ratios(result))
+                points.append(point)
+                print(f"B {batch} H {features} T {steps}:", json.dumps(point["ratios"]), flush=True)
     minutes = (time.perf_counter() - start) / 60
     header = (
         f"{os.cpu_count()} CPU cores, {jax.device_count()} x {jax.devices()[0].device_kind} "
@@ -184,7 +215,7 @@ def main(argv=None) -> int:
         f"{minutes:.1f} minutes, medians of at least {args.runs} rotating rounds (more for "
         f"calls under {min_timed_s:g} s in all)."
     )
-    stem = "linear_scan-quick" if args.quick else "linear_scan"
+    stem = "linear_scan" + ("-batches" if args.batches else "") + ("-quick" if args.quick else "")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{stem}.json").write_text(json.dumps(dict(header=header, points=points)))
     (args.out / f"{stem}.md").write_text(markdown(points, header))

@@ -367,21 +367,28 @@ def test_the_linear_scan_harness_times_every_contender_in_both_modes_and_writes_
     argv += ["--out", str(tmp_path)]
     assert linear_scan.main(argv) == 0
     report = json.loads((tmp_path / "linear_scan-quick.json").read_text())
-    assert [(p["H"], p["T"]) for p in report["points"]] == [(2, 3), (2, 5)]
+    assert [(p["B"], p["H"], p["T"]) for p in report["points"]] == [(8, 2, 3), (8, 2, 5)]
     for point in report["points"]:
         for mode in linear_scan.MODES:
             timed = point["result"][mode]
             assert set(timed) == set(linear_scan.CONTENDERS)
             assert all(len(t["runs"]) >= 5 and t["median_s"] > 0 for t in timed.values())
             shown = point["ratios"][mode]
-            reference = timed[linear_scan.REFERENCE]["median_s"]
-            assert shown["aa"] == timed[linear_scan.AGAIN]["median_s"] / reference
+            reference = timed[linear_scan.REFERENCE]
+            assert shown["aa"] == timed[linear_scan.AGAIN]["median_s"] / reference["median_s"]
+            scan = timed["minGRU:associative"]["first_s"]
+            assert shown["first"]["minGRU:associative"] == scan / reference["first_s"]
     text = (tmp_path / "linear_scan-quick.md").read_text()
-    assert "| H | T | `minGRU:sequential` (ms) | A/A | `minGRU:hoisted` |" in text
-    assert text.count("| 2 | 5 |") == 2  # one row per mode
+    assert "| B | H | T | `minGRU:sequential` (ms) | A/A | `minGRU:hoisted` |" in text
+    assert "### forward + backward (jax.grad): first call" in text
+    assert text.count("| 8 | 2 | 5 |") == 4  # per mode, a row of medians and one of first calls
     assert (tmp_path / "linear_scan-quick.png").stat().st_size > 0
     with pytest.raises(SystemExit):
         linear_scan.main(["--runs", "4", "--out", str(tmp_path)])
+    argv = ["--quick", "--batches", "2", "--lengths", "3", "--widths", "2", "--runs", "5"]
+    assert linear_scan.main(argv + ["--out", str(tmp_path)]) == 0
+    report = json.loads((tmp_path / "linear_scan-batches-quick.json").read_text())
+    assert [(p["B"], p["H"], p["T"]) for p in report["points"]] == [(2, 2, 3)]
 
 
 def test_the_linear_scan_contenders_compute_the_same_minGRU_and_the_a_a_copy_compiles_apart():
