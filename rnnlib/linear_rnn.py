@@ -13,6 +13,8 @@ the plan's default: ``benchmarks/README.md``.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -54,9 +56,21 @@ class LinearCellBase(RNNCellBase):
     linear_in_carry = True
     #: whether ``coefficients`` returns the logarithms of ``a_t`` and ``b_t``
     log_space = False
-    #: the mode ``Plan()`` runs on a CPU, the one measured faster there for the cell
-    #: (``benchmarks/README.md``, "Linear cells"); on a GPU or TPU it takes the scan
-    scan_on_cpu = "sequential"
+    #: where ``Plan()`` runs the associative scan on a CPU: bands ``(rows from, to, features
+    #: above, up to)`` of the step's batch rows and the cell's ``features``, those measured
+    #: faster there than the loop (``benchmarks/README.md``, "Linear cells"); elsewhere on a CPU
+    #: the loop runs, and on a GPU or TPU the scan
+    cpu_scan_when: ClassVar[tuple] = ()
+
+    def __init_subclass__(cls, **kwargs):
+        if "scan_on_cpu" in vars(cls):  # the attribute this one replaced: never ignored unseen
+            raise TypeError(
+                f"{cls.__name__} sets scan_on_cpu, which rnnlib no longer reads: Plan() now "
+                "takes the associative scan on a CPU inside the bands of cpu_scan_when, "
+                "(rows from, to, features above, up to); for everywhere, "
+                "cpu_scan_when = ((1, math.inf, 0, math.inf),); for nowhere, ()."
+            )
+        super().__init_subclass__(**kwargs)
 
     def coefficients(self, a: dict) -> tuple:
         """``(a_t, b_t)`` (or their logs, with ``log_space``) from the layers' outputs ``a``."""

@@ -35,7 +35,8 @@ class Plan:
             (default: on CPU, where JAX can and it pays; never with ``hoist_inputs``, a linear
             cell, resets, or ``seq_lengths`` with ``return_carry``, where ``True`` is refused).
         scan: ``"sequential"``, step by step, or ``"associative"``: one ``associative_scan``, for
-            a cell linear in its carry (default there on GPU and TPU; on CPU, its ``scan_on_cpu``),
+            a cell linear in its carry (default there on GPU and TPU; on CPU, inside the bands of
+            its ``cpu_scan_when``),
             which runs the layers on every step at once (``hoist_inputs`` is then ``True``).
 
     ``resolve`` returns the program that runs, every field filled in; ``RNN.resolved_plan``
@@ -86,10 +87,15 @@ def resolve(plan: Plan, cell: RNNCellBase, step_shape, *, seq_lengths=False, res
     measured = cell.inner  # the cell whose layers run, a wrapper's too
     linear_cell = measured.linear_in_carry
     cpu = _backend() == "cpu"
+    rows = math.prod(step_shape[:-1])
+
+    def within(bands, width):  # on XLA:CPU, inside one of the bands measured for this cell
+        return cpu and any(r0 <= rows <= r1 and f0 < width <= f1 for r0, r1, f0, f1 in bands)
+
     scan = plan.scan
     if scan is None:
-        on_cpu = measured.scan_on_cpu if linear_cell else "sequential"
-        scan = (on_cpu if cpu else "associative") if linear_cell else "sequential"
+        faster = linear_cell and (not cpu or within(measured.cpu_scan_when, measured.features or 0))
+        scan = "associative" if faster else "sequential"
         scan = "sequential" if plan.hoist_inputs is False else scan
     if scan == "associative":
         return _associative(plan)
@@ -98,11 +104,8 @@ def resolve(plan: Plan, cell: RNNCellBase, step_shape, *, seq_lengths=False, res
     hoist = (not cpu and not rule) if hoist is None else hoist
     h = [la for la in cell.layers(tuple(step_shape)).values() if isinstance(la, linear.Dense)]
     h = [la.features for la in h if la.reads == "h"]
-    rows, width = math.prod(step_shape[:-1]), max(h, default=0)
-
-    def slow(bands):  # on XLA:CPU, inside one of the bands measured for this cell
-        return cpu and any(r0 <= rows <= r1 and f0 < width <= f1 for r0, r1, f0, f1 in bands)
-
+    width = max(h, default=0)
+    slow = functools.partial(within, width=width)
     join = not slow(measured.cpu_slow_when_joined) if plan.join_layers is None else plan.join_layers
     why = _why_not_the_rule(linear_cell, hoist, seq_lengths, resets)
     note = ""

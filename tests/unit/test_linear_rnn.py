@@ -326,18 +326,33 @@ def test_the_rglrus_square_root_passes_back_a_bounded_slope():
 
 
 def test_the_default_plan_runs_a_linear_cell_in_its_faster_mode_on_cpu_and_as_a_scan_elsewhere():
-    """On a CPU, each linear cell's ``scan_on_cpu`` (measured in benchmarks/linear_scan.py):
-    minGRU and minLSTM step by step, the RG-LRU as a scan; elsewhere, the scan."""
-    for cell, on_cpu in [
-        (rnnlib.MinGRUCell(4), "sequential"),
-        (rnnlib.MinLSTMCell(4), "sequential"),
-        (rnnlib.RGLRUCell(4), "associative"),
+    """On a CPU, inside each linear cell's ``cpu_scan_when`` bands (measured in
+    benchmarks/linear_scan.py): minGRU and minLSTM step by step, the RG-LRU as a scan up to 32
+    rows of up to 256 features and step by step beyond; elsewhere, the scan."""
+    for cell, step_shape, on_cpu in [
+        (rnnlib.MinGRUCell(4), (2, 4), "sequential"),
+        (rnnlib.MinLSTMCell(4), (2, 4), "sequential"),
+        (rnnlib.RGLRUCell(4), (2, 4), "associative"),
+        (rnnlib.RGLRUCell(4), (4, 8, 4), "associative"),  # 32 rows
+        (rnnlib.RGLRUCell(4), (64, 4), "sequential"),
+        (rnnlib.RGLRUCell(512), (2, 512), "sequential"),  # wider than measured
     ]:
-        assert resolve(Plan(), cell, (2, 4)).scan == (on_cpu if ON_CPU else "associative")
+        chosen = resolve(Plan(), cell, step_shape).scan
+        assert chosen == (on_cpu if ON_CPU else "associative"), (cell, step_shape)
         for scan in ("sequential", "associative"):  # the user's choice wins
-            assert resolve(Plan(scan=scan), cell, (2, 4)).scan == scan
+            assert resolve(Plan(scan=scan), cell, step_shape).scan == scan
     assert resolve(Plan(), rnnlib.LSTMCell(4), (2, 3)).scan == "sequential"
     assert REFERENCE.scan == "sequential" and resolve(REFERENCE, rnnlib.MinGRUCell(4), (2, 3))
+
+
+def test_a_linear_cell_that_sets_the_replaced_scan_on_cpu_is_refused_at_definition():
+    with pytest.raises(
+        TypeError, match="sets scan_on_cpu, which rnnlib no longer reads.*cpu_scan_when"
+    ):
+
+        class Old(rnnlib.LinearCellBase):
+            features: int
+            scan_on_cpu = "associative"
 
 
 def test_a_linear_cell_refuses_the_rule_when_asked_and_leaves_it_out_by_default():
