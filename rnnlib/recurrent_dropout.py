@@ -42,7 +42,46 @@ from rnnlib.module import describe
 LINEN_SCAN_DRAW = 2
 
 
-class RecurrentDropoutCell(RNNCellBase):
+class _Wrapper(RNNCellBase):
+    """A cell that runs another's layers and ``update`` (``_wrapped``): what ``RNN`` and the
+    plan read of a cell, delegated. ``dtype``, ``param_dtype`` and ``carry_init`` are the
+    wrapped cell's, copied from it rather than set, so they always say what runs."""
+
+    dtype: object = dataclasses.field(default=None, init=False)
+    param_dtype: object = dataclasses.field(default=None, init=False)
+    carry_init: object = dataclasses.field(default=None, init=False)
+
+    @property
+    def _wrapped(self) -> RNNCellBase:
+        raise NotImplementedError
+
+    def __post_init__(self):
+        for name in ("dtype", "param_dtype", "carry_init"):
+            object.__setattr__(self, name, getattr(self._wrapped, name))
+
+    @property
+    def inner(self) -> RNNCellBase:
+        return self._wrapped.inner
+
+    @property
+    def features(self):
+        return self._wrapped.features
+
+    @property
+    def num_feature_axes(self) -> int:
+        return self._wrapped.num_feature_axes
+
+    def initialize_carry(self, rng, input_shape: Sequence[int]):
+        return self._wrapped.initialize_carry(rng, input_shape)
+
+    def layers(self, input_shape: Sequence[int]) -> dict:
+        return self._wrapped.layers(input_shape)
+
+    def update(self, carry, a):
+        return self._wrapped.update(carry, a)  # the carry path keeps h as it is
+
+
+class RecurrentDropoutCell(_Wrapper):
     """Wraps ``cell`` with per-sequence dropout masks on its input and on its ``h``.
 
     ``rnnlib.StackedRNN`` takes ``deterministic`` and ``rngs={'dropout': key}`` and draws the
@@ -74,10 +113,6 @@ class RecurrentDropoutCell(RNNCellBase):
     cell: RNNCellBase
     recurrent_rate: float = 0.0
     input_rate: float = 0.0
-    # The wrapped cell's, not set here: copied from it, so they always say what runs.
-    dtype: object = dataclasses.field(default=None, init=False)
-    param_dtype: object = dataclasses.field(default=None, init=False)
-    carry_init: object = dataclasses.field(default=None, init=False)
 
     def __post_init__(self):
         if not isinstance(self.cell, RNNCellBase):
@@ -88,30 +123,13 @@ class RecurrentDropoutCell(RNNCellBase):
             )
         check_rate(self, "recurrent_rate", self.recurrent_rate)
         check_rate(self, "input_rate", self.input_rate)
-        _copy_configuration(self, self.cell)
+        super().__post_init__()
 
-    # -- what RNN needs, delegated to the wrapped cell --------------------------------
-
-    @property
-    def inner(self) -> RNNCellBase:
-        return self.cell.inner
+    # -- what RNN needs, the wrapped cell's (_Wrapper), its parameters under "cell" ----
 
     @property
-    def features(self):
-        return self.cell.features
-
-    @property
-    def num_feature_axes(self) -> int:
-        return self.cell.num_feature_axes
-
-    def initialize_carry(self, rng, input_shape: Sequence[int]):
-        return self.cell.initialize_carry(rng, input_shape)
-
-    def layers(self, input_shape: Sequence[int]) -> dict:
-        return self.cell.layers(input_shape)
-
-    def update(self, carry, a):
-        return self.cell.update(carry, a)
+    def _wrapped(self) -> RNNCellBase:
+        return self.cell
 
     def create_params(self, key, input_shape: Sequence[int]) -> dict:
         return {"cell": self.cell.create_params(key, input_shape)}
@@ -171,7 +189,7 @@ class RecurrentDropoutCell(RNNCellBase):
         return _MaskedCell(self, recurrent_mask, input_mask)
 
 
-class _MaskedCell(RNNCellBase, eq=False):
+class _MaskedCell(_Wrapper, eq=False):
     """A ``RecurrentDropoutCell`` bound to the masks of one call: its input is dropped
     before the layers that read ``x``, and ``h`` before those that read ``h`` only; the
     wrapped cell's ``update`` gets the carry undropped."""
@@ -179,36 +197,13 @@ class _MaskedCell(RNNCellBase, eq=False):
     dropout: RecurrentDropoutCell
     recurrent_mask: object = None
     input_mask: object = None
-    dtype: object = dataclasses.field(default=None, init=False)
-    param_dtype: object = dataclasses.field(default=None, init=False)
-    carry_init: object = dataclasses.field(default=None, init=False)
-
-    def __post_init__(self):
-        _copy_configuration(self, self.dropout)
 
     def __repr__(self) -> str:
         return f"{describe(self.dropout)} (with masks)"
 
     @property
-    def inner(self) -> RNNCellBase:
-        return self.dropout.inner
-
-    @property
-    def features(self):
-        return self.dropout.features
-
-    @property
-    def num_feature_axes(self) -> int:
-        return self.dropout.num_feature_axes
-
-    def initialize_carry(self, rng, input_shape):
-        return self.dropout.initialize_carry(rng, input_shape)
-
-    def layers(self, input_shape):
-        return self.dropout.layers(input_shape)
-
-    def update(self, carry, a):
-        return self.dropout.update(carry, a)  # the carry path keeps h as it is
+    def _wrapped(self) -> RNNCellBase:
+        return self.dropout
 
     def create_params(self, key, input_shape):
         return self.dropout.create_params(key, input_shape)
@@ -248,12 +243,6 @@ class _MaskedCell(RNNCellBase, eq=False):
                 f"(or broadcasting to it); got shape {jnp.shape(mask)}. Draw the masks for "
                 "this batch: cell.draw_masks(key, step_shape) with this input's step shape."
             )
-
-
-def _copy_configuration(wrapper, cell) -> None:
-    """Sets ``wrapper``'s ``dtype``, ``param_dtype`` and ``carry_init`` to ``cell``'s."""
-    for name in ("dtype", "param_dtype", "carry_init"):
-        object.__setattr__(wrapper, name, getattr(cell, name))
 
 
 class _InputDropped:
