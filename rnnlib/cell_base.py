@@ -85,8 +85,8 @@ class RNNCellBase(Module):
 
     @property
     def inner(self) -> RNNCellBase:
-        """The cell whose layers and ``update`` this one runs: itself, or for a wrapper
-        (``RecurrentDropoutCell``) the wrapped cell's ``inner``."""
+        """The cell whose layers and ``update`` this one runs. That is the cell itself, or
+        for a wrapper (``RecurrentDropoutCell``) the wrapped cell's ``inner``."""
         return self
 
     def initialize_carry(self, rng, input_shape: Sequence[int]) -> Any:
